@@ -1,0 +1,21 @@
+/* device.cu: finds and describes the CUDA device, and holds the one CUDA error-checking macro's
+ * users so far. Not a kernel file; kernels live one path per file beside it.
+ */
+#include "cuda_check.h"
+#include "tbe_gpu.h"
+
+#include <cstdio>
+
+extern "C" tbe_status gpu_probe(char *desc, size_t n)
+{
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    return tbe_error(TBE_ENODEV, "gpu", -1, "no CUDA device: %s",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+  cudaDeviceProp p;
+  GPU_TRY(cudaGetDeviceProperties(&p, 0));
+  snprintf(desc, n, "%s (sm_%d%d, %zu MiB)", p.name, p.major, p.minor,
+           (size_t)(p.totalGlobalMem >> 20));
+  return tbe_ok();
+}

@@ -1,0 +1,56 @@
+/* case.h: the case language: one line of key=value tokens that names a TBE batch, its parse,
+ * canonical print, and deterministic generation into a tbe_batch. Not the CLI (tbecheck.c).
+ *
+ * Invariant: for every tbe_case c that case_parse accepted, case_format(c) is canonical (keys in
+ * a fixed order, defaults omitted) and case_parse(case_format(c)) yields an equal case; the
+ * canonical text is the case's identity. case_generate is a pure function of the case: the same
+ * text gives the same bytes on every machine and for any thread count.
+ */
+#ifndef HARNESS_CASE_H
+#define HARNESS_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tbe.h"
+
+typedef struct tbe_case tbe_case; /* defined in case.c; fields reached through the calls below */
+
+/* Parses one case. Text after '#' is a comment. On error returns TBE_EINVAL with field = the
+ * offending key and a message saying what is wrong; *out is NULL then. */
+tbe_status case_parse(const char *text, tbe_case **out);
+void case_free(tbe_case *c);
+
+/* Writes the canonical text into buf (like snprintf: returns the length it needs). */
+int case_format(const tbe_case *c, char *buf, size_t n);
+
+/* The case's bounds mode and seed. */
+tbe_bounds_mode case_bounds(const tbe_case *c);
+uint64_t case_seed(const tbe_case *c);
+
+/* Builds the batch (malloc'd arrays; free with tbe_batch_free). The result passes
+ * tbe_batch_validate. Returns TBE_ENOMEM if it does not fit. */
+tbe_status case_generate(const tbe_case *c, tbe_batch *b);
+
+/* One case of a .cases file: its text and where it came from. */
+typedef struct {
+  char *text;     /* the case text without comment */
+  char *comment;  /* the comment after '#', or "" */
+  int line;       /* 1-based line number */
+} case_line;
+
+typedef struct {
+  case_line *lines;
+  int count;
+} case_list;
+
+/* Reads a .cases file: one case per non-blank line; lines that are only a comment are skipped.
+ * Cases are not parsed here. Returns TBE_EIO naming the path if it cannot be read. */
+tbe_status case_file_read(const char *path, case_list *out);
+void case_list_free(case_list *l);
+
+/* Writes into buf the text of random valid case number `index` of the sweep seeded by `seed`
+ * (small shapes, every option drawn). Returns the length as snprintf does. */
+int case_random(uint64_t seed, uint64_t index, char *buf, size_t n);
+
+#endif

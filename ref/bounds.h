@@ -1,0 +1,17 @@
+/* bounds.h: the bounds check of TBE_SEMANTICS.md section 2 on the CPU: offsets repaired as a
+ * prefix max, indices checked and repaired, the warning counter, FATAL's first offender.
+ * Not a validation of the batch's structure (tbe_batch_validate does that).
+ */
+#ifndef REF_BOUNDS_H
+#define REF_BOUNDS_H
+
+#include "tbe.h"
+
+/* Checks and, in WARNING and IGNORE modes, repairs b->offsets and b->indices in place.
+ * *warnings receives the counter (WARNING), 0 otherwise. FATAL repairs nothing and returns
+ * TBE_EBOUNDS naming the first offender; NONE does nothing. The batch must be validated and l
+ * its layout. Deterministic: the same inputs give the same outputs for any thread count. */
+tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                            int64_t *warnings);
+
+#endif

@@ -1,0 +1,21 @@
+/* forward.h: the pooled (and unpooled) TBE forward of TBE_SEMANTICS.md section 3 on the CPU, in
+ * the normative order, and its exact twin with a per-element error bound (section 6).
+ * Not the GPU kernels (gpu/), which must match ref_forward bit for bit.
+ */
+#ifndef REF_FORWARD_H
+#define REF_FORWARD_H
+
+#include "tbe.h"
+
+/* Computes the forward output into out (l->out_elems elements of b->out_dtype; fp16/bf16 as
+ * uint16 bits). Indices must be in range or -1 (run the bounds check first). Bit-identical for
+ * any OpenMP thread count. */
+tbe_status ref_forward(const tbe_batch *b, const tbe_layout *l, void *out);
+
+/* For each output element: exact[i], the mathematically exact value rounded once to double, and
+ * bound[i] such that |ref_forward's output - exact| <= bound, derived from the accumulation
+ * order (gamma(k) * sum|x|, MEAN's scaling, the store's half ulp; see forward.c). */
+tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
+                             double *bound);
+
+#endif
