@@ -1,0 +1,22 @@
+/* error_bound.h: the primitives of TBE_SEMANTICS.md section 6's derived bounds: unit roundoff,
+ * gamma(k), and the error of one rounding into a dtype. Not a comparison (harness/compare.c).
+ */
+#ifndef REF_ERROR_BOUND_H
+#define REF_ERROR_BOUND_H
+
+#include <stdint.h>
+
+#include "tbe.h"
+
+#define REF_U32 0x1p-24 /* unit roundoff of fp32 */
+#define REF_U64 0x1p-53 /* unit roundoff of fp64 */
+
+/* gamma(k) = k*u / (1 - k*u): bounds the relative error of k chained roundings with unit
+ * roundoff u. Returns +Inf when k*u >= 1 (no bound). */
+double ref_gamma(int64_t k, double u);
+
+/* Largest error of one round-to-nearest of a value of magnitude <= mag into dtype t:
+ * u_t * mag + half the dtype's subnormal spacing (which covers the subnormal range). */
+double ref_store_error(tbe_dtype t, double mag);
+
+#endif

@@ -1,0 +1,139 @@
+/* forward_exact.c: the forward's exact value per output element, with the bound on how far
+ * ref_forward (and any order-free GPU path) may be from it. Not the normative forward (forward.c).
+ *
+ * Exact sums: each term x = w*r is exact in fp64 (24-bit by <= 24-bit significands); terms are
+ * summed with TwoSum into (hi, lo) (Ogita-Rump-Oishi Sum2: |hi+lo - S| <= u64*|S| +
+ * gamma64(n-1)^2 * sum|x|), then rounded once to double.
+ *
+ * Bound of the computed output y against the exact S (u_a: the accumulator's unit roundoff,
+ * n: terms of the bag (positions that are not -1), A = sum|x_i| >= |S|):
+ *   sum:   k chained roundings, k = n-1 unweighted (the first add to +0 is exact), n weighted
+ *          (fma(w, r, +0) rounds w*r): |acc - S| <= e = gamma_a(k) * A.
+ *   MEAN:  y = fl(acc * fl(1/fl(L))): |y - S/L| <= e/L * (1 + g) + g * A/L with g = gamma_a(2),
+ *          gamma_a(3) when fl(L) itself rounds (L > 2^24 with an fp32 accumulator).
+ *   store: one rounding into the output dtype when it is narrower than the accumulator:
+ *          u_out * (|S| + e) + half its subnormal spacing (ref_store_error).
+ *   exact: the double we return is itself off by u64*|S| (twice for MEAN) + gamma64(n)^2 * A.
+ * The bound is the sum of these terms; A is taken as computed * (1 + 2*gamma64(n)) to cover its
+ * own rounding.
+ */
+#include "forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "error_bound.h"
+#include "half.h"
+
+static double weight_at(const tbe_batch *b, int64_t e)
+{
+  switch (b->wdtype) {
+  case TBE_FP16: return ref_half_to_float(((const uint16_t *)b->weights)[e]);
+  case TBE_BF16: return ref_bf16_to_float(((const uint16_t *)b->weights)[e]);
+  case TBE_FP32: break;
+  }
+  return ((const float *)b->weights)[e];
+}
+
+/* hi[d], lo[d], abs[d] over the bag's terms; returns n, the number of terms. */
+static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t end, double *hi,
+                         double *lo, double *abs_sum)
+{
+  int32_t D = b->D[j];
+  for (int32_t d = 0; d < D; d++)
+    hi[d] = lo[d] = abs_sum[d] = 0.0;
+  int64_t n = 0;
+  for (int64_t p = start; p < end; p++) {
+    int64_t idx = tbe_iget(b->indices, b->itype, p);
+    if (idx == -1)
+      continue;
+    n++;
+    double w = b->per_sample_weights ? (double)b->per_sample_weights[p] : 1.0;
+    int64_t row = b->table_offset[j] + idx * D;
+    for (int32_t d = 0; d < D; d++) {
+      double x = w * weight_at(b, row + d); /* exact */
+      double s = hi[d] + x;
+      double bb = s - hi[d];
+      lo[d] += (hi[d] - (s - bb)) + (x - bb);
+      hi[d] = s;
+      abs_sum[d] += fabs(x);
+    }
+  }
+  return n;
+}
+
+/* Does storing into the output dtype round (is it narrower than the accumulator, or for pooling
+ * NONE, than the weights)? */
+static int narrowing_store(const tbe_batch *b)
+{
+  if (b->pool == TBE_POOL_NONE)
+    return b->out_dtype != b->wdtype && b->out_dtype != TBE_FP32;
+  return b->wdtype == TBE_FP32 || b->out_dtype != TBE_FP32;
+}
+
+/* The bound of one pooled element (see the header comment). */
+static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exact, double A)
+{
+  const int fp64_acc = b->wdtype == TBE_FP32;
+  const double ua = fp64_acc ? REF_U64 : REF_U32;
+  A *= 1.0 + 2.0 * ref_gamma(n, REF_U64);
+  double e = ref_gamma(b->per_sample_weights ? n : (n > 0 ? n - 1 : 0), ua) * A;
+  double repr = REF_U64 * fabs(exact) + ref_gamma(n, REF_U64) * ref_gamma(n, REF_U64) * A;
+  if (b->pool == TBE_POOL_MEAN && L > 0) {
+    double g = ref_gamma(!fp64_acc && L > (INT64_C(1) << 24) ? 3 : 2, ua);
+    e = e / (double)L * (1.0 + g) + g * A / (double)L;
+    repr += REF_U64 * fabs(exact);
+  }
+  double store = narrowing_store(b) ? ref_store_error(b->out_dtype, fabs(exact) + e) : 0.0;
+  return e + store + repr;
+}
+
+tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
+                             double *bound)
+{
+  int threads = omp_get_max_threads();
+  double *scratch = malloc(sizeof(double) * 3 * (size_t)l->max_D * (size_t)threads);
+  if (!scratch)
+    return tbe_error(TBE_ENOMEM, "scratch", -1, "cannot allocate exact-forward scratch");
+  if (b->pool == TBE_POOL_NONE) {
+    memset(exact, 0, sizeof(double) * (size_t)l->out_elems);
+    memset(bound, 0, sizeof(double) * (size_t)l->out_elems);
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    double *hi = scratch + 3 * (size_t)l->max_D * (size_t)omp_get_thread_num();
+    double *lo = hi + l->max_D, *A = lo + l->max_D;
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t i = 0; i < l->total_B; i++) {
+      int32_t j = b->feature_table_map[l->bag_feature[i]];
+      int32_t D = b->D[j];
+      int64_t start = tbe_iget(b->offsets, b->itype, i);
+      int64_t end = tbe_iget(b->offsets, b->itype, i + 1);
+      if (b->pool == TBE_POOL_NONE) {
+        for (int64_t p = start; p < end; p++) {
+          int64_t idx = tbe_iget(b->indices, b->itype, p);
+          for (int32_t d = 0; idx != -1 && d < D; d++) {
+            double v = weight_at(b, b->table_offset[j] + idx * D + d);
+            exact[p * D + d] = v;
+            bound[p * D + d] = narrowing_store(b) ? ref_store_error(b->out_dtype, fabs(v)) : 0.0;
+          }
+        }
+        continue;
+      }
+      int64_t n = exact_bag(b, j, start, end, hi, lo, A);
+      int64_t L = end - start;
+      for (int32_t d = 0; d < D; d++) {
+        double v = hi[d] + lo[d];
+        if (b->pool == TBE_POOL_MEAN && L > 0)
+          v = v / (double)L;
+        exact[l->bag_out[i] + d] = v;
+        bound[l->bag_out[i] + d] = pooled_bound(b, n, L, v, A[d]);
+      }
+    }
+  }
+  free(scratch);
+  return tbe_ok();
+}
