@@ -1,0 +1,38 @@
+/* export.h: writes a case's generated inputs and the reference's results as .npy files plus a
+ * manifest.json, the bridge to the NumPy oracle (ref/oracle/). Not an importer: nothing reads
+ * these files back into a tbe_batch.
+ *
+ * A case directory holds (dtypes per TBE_SEMANTICS.md section 1; 16-bit floats as bits):
+ *   weights.npy            [table_offset[num_tables]]  '<f4' fp32, '<f2' fp16, '<u2' bf16 bits
+ *   table_offset.npy       [num_tables + 1] '<i8'
+ *   E.npy                  [num_tables] '<i8'
+ *   D.npy                  [num_tables] '<i4'
+ *   feature_table_map.npy  [T] '<i4'
+ *   B_vbe.npy              [T, R] '<i4' (VBE only)
+ *   indices.npy            [N] '<i4' or '<i8', as generated (before the bounds check)
+ *   offsets.npy            [total_B + 1] same dtype as indices, as generated
+ *   per_sample_weights.npy [N] '<f4' (weighted only)
+ *   ref_indices.npy, ref_offsets.npy  after ref_bounds_check (repaired; unchanged in FATAL/NONE)
+ *   ref_output.npy         [out_elems] in the output dtype, only when the reference succeeded
+ *   manifest.json          one flat JSON object; see export_case
+ */
+#ifndef HARNESS_EXPORT_H
+#define HARNESS_EXPORT_H
+
+#include "tbe.h"
+
+/* Parses and generates case_text, creates dir (and missing parents), and writes the files
+ * above. manifest.json holds: case (canonical text), num_tables, T, B, R, wdtype, out_dtype,
+ * itype, pool, weighted (0/1), bounds (mode name), N, total_B, out_elems, ref_status ("ok" or
+ * tbe_code_name of the reference's failure), ref_warnings (the bounds-check counter), and
+ * when ref_status is not "ok", ref_message; for a bounds-check failure also ref_feature,
+ * ref_bag, ref_position, ref_value (the offender, tbe_status's fields).
+ * A failure of the reference is recorded, not returned; the return value reports failures of
+ * the export itself (a case that does not parse, TBE_EIO for files, TBE_ENOMEM). */
+tbe_status export_case(const char *case_text, const char *dir);
+
+/* Exports case i (0-based) of the .cases file at path into dir/NNNN (i as %04d) and sets *count
+ * to the number of cases exported. Stops at the first failure, naming the file and line. */
+tbe_status export_file(const char *path, const char *dir, int *count);
+
+#endif
