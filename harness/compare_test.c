@@ -1,0 +1,123 @@
+/* compare_test.c: the comparison must catch what it exists to catch: one element one ulp off
+ * (every dtype), a NaN on one side, an Inf of the wrong sign, a bound exceeded by a hair.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "compare.h"
+#include "half.h"
+#include "test_util.h"
+
+enum { N = 1000 };
+
+static void fill(tbe_dtype t, void *a, int64_t i, double v)
+{
+  if (t == TBE_FP32)
+    ((float *)a)[i] = (float)v;
+  else if (t == TBE_FP16)
+    ((uint16_t *)a)[i] = ref_double_to_half(v);
+  else
+    ((uint16_t *)a)[i] = ref_double_to_bf16(v);
+}
+
+static void bump_one_ulp(tbe_dtype t, void *a, int64_t i)
+{
+  if (t == TBE_FP32) {
+    uint32_t u;
+    memcpy(&u, (float *)a + i, 4);
+    u++;
+    memcpy((float *)a + i, &u, 4);
+  } else {
+    ((uint16_t *)a)[i]++;
+  }
+}
+
+static void test_one_ulp(void)
+{
+  static float fa[N], fb[N];
+  for (int t = 0; t < 3; t++) {
+    void *a = fa, *b = fb;
+    for (int64_t i = 0; i < N; i++)
+      fill((tbe_dtype)t, a, i, sin((double)i) * 100);
+    memcpy(b, a, sizeof fa);
+    cmp_result r;
+    cmp_init(&r, CMP_BITWISE, 4);
+    cmp_bitwise(&r, (tbe_dtype)t, a, b, N);
+    CHECK(r.violations == 0 && r.exact == N, "dtype %d: identical arrays flagged", t);
+    cmp_free(&r);
+    bump_one_ulp((tbe_dtype)t, b, 517);
+    cmp_init(&r, CMP_BITWISE, 4);
+    cmp_bitwise(&r, (tbe_dtype)t, a, b, N);
+    CHECK(r.violations == 1 && r.exact == N - 1 && r.max_ulp == 1 && r.first[0].index == 517,
+          "dtype %d: one ulp at 517: violations %lld max_ulp %lld", t, (long long)r.violations,
+          (long long)r.max_ulp);
+    cmp_free(&r);
+
+    /* bound metric: exact = a, bound = 0 everywhere: the bumped element violates */
+    static double exact[N], bound[N];
+    for (int64_t i = 0; i < N; i++) {
+      exact[i] = cmp_value((tbe_dtype)t, a, i);
+      bound[i] = 0;
+    }
+    cmp_init(&r, CMP_BOUND, 4);
+    cmp_bound(&r, (tbe_dtype)t, exact, bound, b, N);
+    CHECK(r.violations == 1 && r.first[0].index == 517 && isinf(r.worst_bound_ratio),
+          "dtype %d: bound 0 must catch one ulp", t);
+    cmp_free(&r);
+    /* a bound of exactly the error passes with ratio 1; a hair less fails */
+    double err = fabs(cmp_value((tbe_dtype)t, b, 517) - exact[517]);
+    bound[517] = err;
+    cmp_init(&r, CMP_BOUND, 4);
+    cmp_bound(&r, (tbe_dtype)t, exact, bound, b, N);
+    CHECK(r.violations == 0 && r.worst_bound_ratio == 1.0, "dtype %d: ratio %g", t,
+          r.worst_bound_ratio);
+    cmp_free(&r);
+    bound[517] = nextafter(err, 0);
+    cmp_init(&r, CMP_BOUND, 4);
+    cmp_bound(&r, (tbe_dtype)t, exact, bound, b, N);
+    CHECK(r.violations == 1 && r.worst_bound_ratio > 1.0, "dtype %d: bound a hair short", t);
+    cmp_free(&r);
+  }
+}
+
+static void test_nan_inf(void)
+{
+  float a[4] = {NAN, 1.0f, INFINITY, 0.0f}, b[4] = {NAN, NAN, -INFINITY, -0.0f};
+  cmp_result r;
+  cmp_init(&r, CMP_BITWISE, 4);
+  cmp_bitwise(&r, TBE_FP32, a, b, 4);
+  /* NaN==NaN passes; NaN vs 1 fails; +Inf vs -Inf fails; +0 vs -0 differ in bits */
+  CHECK(r.violations == 3 && r.exact == 1, "NaN/Inf bitwise: %lld violations",
+        (long long)r.violations);
+  CHECK(r.first[0].index == 1 && r.first[1].index == 2 && r.first[2].index == 3, "order");
+  cmp_free(&r);
+  double exact[3] = {1.0, INFINITY, NAN}, bound[3] = {1e300, 1e300, 1e300};
+  float g[3] = {NAN, -INFINITY, NAN};
+  cmp_init(&r, CMP_BOUND, 4);
+  cmp_bound(&r, TBE_FP32, exact, bound, g, 3);
+  CHECK(r.violations == 2 && r.exact == 1, "NaN/Inf bound: %lld violations",
+        (long long)r.violations);
+  cmp_free(&r);
+}
+
+static void test_ulp_distance_and_ints(void)
+{
+  CHECK(cmp_ulp_distance(TBE_FP32, 0x00000000u, 0x80000000u) == 0, "+0/-0");
+  CHECK(cmp_ulp_distance(TBE_FP32, 0x00000001u, 0x80000001u) == 2, "across zero");
+  CHECK(cmp_ulp_distance(TBE_FP16, 0x3C00u, 0x3C02u) == 2, "fp16");
+  CHECK(cmp_ulp_distance(TBE_BF16, 0xBF80u, 0xBF81u) == 1, "bf16 negative");
+  int64_t x[5] = {0, 1, 2, 3, 4}, y[5] = {0, 1, 2, 3, 5};
+  cmp_result r;
+  cmp_init(&r, CMP_BITWISE, 0);
+  cmp_bitwise_int(&r, TBE_I64, x, y, 5);
+  CHECK(r.violations == 1 && r.exact == 4, "int compare");
+  cmp_free(&r);
+}
+
+int main(void)
+{
+  test_one_ulp();
+  test_nan_inf();
+  test_ulp_distance_and_ints();
+  return TEST_MAIN_RESULT();
+}
