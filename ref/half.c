@@ -21,8 +21,8 @@ float ref_half_to_float(uint16_t h)
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t man = h & 0x3FFu;
-  if (exp == 0x1F) /* Inf or NaN; NaN payload kept in the top bits */
-    return bits_to_float(sign | 0x7F800000u | (man << 13));
+  if (exp == 0x1F) /* Inf, or NaN: payload kept in the top bits, quieted like F16C and GCC do */
+    return bits_to_float(sign | 0x7F800000u | (man << 13) | (man ? 0x400000u : 0u));
   if (exp == 0) {
     /* zero or subnormal: man * 2^-24, exact in fp32 */
     float v = (float)man * 0x1p-24f;
@@ -31,6 +31,7 @@ float ref_half_to_float(uint16_t h)
   return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
+/* The plain shift every bf16 implementation uses: a signalling bf16 NaN stays signalling. */
 float ref_bf16_to_float(uint16_t h) { return bits_to_float((uint32_t)h << 16); }
 
 /* Round |x| (finite, nonzero, given by its double bits) to a format with `man_bits` fraction bits
