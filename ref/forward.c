@@ -9,6 +9,14 @@
  * accumulator's precision (L counts -1 positions; L = 0 leaves zeros). The store rounds once to
  * the output dtype. Bags are independent, so OpenMP over bags gives the same bits for any thread
  * count.
+ *
+ * Speed, which no output bit depends on: bags go to threads in chunks of CHUNK_BAGS, and within a
+ * chunk a lookahead cursor runs PREFETCH_ROWS positions ahead of the sums, across bag ends, and
+ * prefetches every cache line of its row, so random rows are fetched in parallel instead of one
+ * memory latency each. Where the CPU has AVX2, F16C and FMA, 16-bit rows are widened and added
+ * eight columns at a time: each column still takes its positions one at a time in order, the
+ * widening is exact (bit for bit ref_half_to_float / ref_bf16_to_float), and vaddps / vfmadd are
+ * the same IEEE operations as the portable loop's + and fmaf.
  */
 #include "forward.h"
 
@@ -18,7 +26,15 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "half.h"
+
+#define CHUNK_BAGS 64     /* bags per OpenMP work item; the lookahead restarts per chunk */
+#define PREFETCH_ROWS 16  /* positions the lookahead runs ahead of the sums */
+#define CACHE_LINE 64
 
 /* Stores an fp64 or fp32 accumulator value into element i of out, one rounding. */
 static void store_double(void *out, tbe_dtype t, int64_t i, double v)
@@ -52,13 +68,106 @@ static void widen_row16(const uint16_t *row, tbe_dtype t, int32_t D, float *r)
       r[d] = ref_bf16_to_float(row[d]);
 }
 
+/* A cursor over the positions of the bags [bag, last) of one chunk, ahead of the sums:
+ * lookahead_step prefetches the row of its next position and moves on, across bag ends. */
+typedef struct {
+  const tbe_batch *b;
+  const tbe_layout *l;
+  int64_t bag, last; /* the cursor's bag; one past the chunk's last bag */
+  int64_t p, end;    /* the cursor's next position; the end of its bag */
+  const char *table; /* the cursor's bag's table */
+  size_t row_bytes;
+} lookahead;
+
+static void lookahead_enter(lookahead *a, int64_t bag)
+{
+  const tbe_batch *b = a->b;
+  int32_t j = b->feature_table_map[a->l->bag_feature[bag]];
+  size_t elem = tbe_dtype_size(b->wdtype);
+  a->bag = bag;
+  a->p = tbe_iget(b->offsets, b->itype, bag);
+  a->end = tbe_iget(b->offsets, b->itype, bag + 1);
+  a->table = (const char *)b->weights + (size_t)b->table_offset[j] * elem;
+  a->row_bytes = (size_t)b->D[j] * elem;
+}
+
+static void lookahead_step(lookahead *a)
+{
+  while (a->p >= a->end) {
+    if (a->bag + 1 >= a->last)
+      return;
+    lookahead_enter(a, a->bag + 1);
+  }
+  int64_t idx = tbe_iget(a->b->indices, a->b->itype, a->p++);
+  if (idx == -1)
+    return;
+  uintptr_t row = (uintptr_t)(a->table + (size_t)idx * a->row_bytes);
+  for (uintptr_t c = row & ~(uintptr_t)(CACHE_LINE - 1); c < row + a->row_bytes; c += CACHE_LINE)
+    __builtin_prefetch((const void *)c, 0, 3);
+}
+
+/* Starts a cursor at the first position of bag `first`, PREFETCH_ROWS positions ahead. */
+static void lookahead_init(lookahead *a, const tbe_batch *b, const tbe_layout *l, int64_t first,
+                           int64_t last)
+{
+  a->b = b;
+  a->l = l;
+  a->last = last;
+  lookahead_enter(a, first);
+  for (int k = 0; k < PREFETCH_ROWS; k++)
+    lookahead_step(a);
+}
+
+/* Adds one row of 16-bit weights into an fp32 accumulator, per column d in [0, D):
+ * acc = acc + r, or acc = fma(*w, r, acc) when w is not NULL. */
+typedef void (*row16_fn)(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const float *w);
+
+static void add_row16(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const float *w)
+{
+  for (int32_t d = 0; d < D; d++) {
+    float r = t == TBE_FP16 ? ref_half_to_float(row[d]) : ref_bf16_to_float(row[d]);
+    acc[d] = w ? fmaf(*w, r, acc[d]) : acc[d] + r;
+  }
+}
+
+#if defined(__x86_64__)
+/* add_row16, eight columns at a time; the last D % 8 columns go through add_row16. */
+__attribute__((target("avx2,f16c,fma"))) static void
+add_row16_avx2(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const float *w)
+{
+  __m256 w8 = _mm256_set1_ps(w ? *w : 0.0f);
+  int32_t d = 0;
+  for (; d + 8 <= D; d += 8) {
+    __m128i h = _mm_loadu_si128((const __m128i *)(row + d));
+    __m256 r = t == TBE_FP16
+                   ? _mm256_cvtph_ps(h)
+                   : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    __m256 a = _mm256_loadu_ps(acc + d);
+    _mm256_storeu_ps(acc + d, w ? _mm256_fmadd_ps(w8, r, a) : _mm256_add_ps(a, r));
+  }
+  add_row16(acc + d, row + d, D - d, t, w);
+}
+#endif
+
+/* The fastest add_row16 this CPU runs. */
+static row16_fn pick_row16(void)
+{
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+      __builtin_cpu_supports("fma"))
+    return add_row16_avx2;
+#endif
+  return add_row16;
+}
+
 /* One pooled bag with FP32 weights: fp64 accumulator. */
 static void bag_fp32(const tbe_batch *b, int64_t start, int64_t end, const float *table,
-                     int32_t D, double *acc)
+                     int32_t D, double *acc, lookahead *ahead)
 {
   for (int32_t d = 0; d < D; d++)
     acc[d] = 0.0;
   for (int64_t p = start; p < end; p++) {
+    lookahead_step(ahead);
     int64_t idx = tbe_iget(b->indices, b->itype, p);
     if (idx == -1)
       continue;
@@ -79,25 +188,19 @@ static void bag_fp32(const tbe_batch *b, int64_t start, int64_t end, const float
   }
 }
 
-/* One pooled bag with FP16/BF16 weights: fp32 accumulator; r is scratch for one row. */
+/* One pooled bag with FP16/BF16 weights: fp32 accumulator, rows added by add. */
 static void bag_fp16(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table,
-                     int32_t D, float *acc, float *r)
+                     int32_t D, float *acc, row16_fn add, lookahead *ahead)
 {
   for (int32_t d = 0; d < D; d++)
     acc[d] = 0.0f;
   for (int64_t p = start; p < end; p++) {
+    lookahead_step(ahead);
     int64_t idx = tbe_iget(b->indices, b->itype, p);
     if (idx == -1)
       continue;
-    widen_row16(table + idx * D, b->wdtype, D, r);
-    if (b->per_sample_weights) {
-      float w = b->per_sample_weights[p];
-      for (int32_t d = 0; d < D; d++)
-        acc[d] = fmaf(w, r[d], acc[d]);
-    } else {
-      for (int32_t d = 0; d < D; d++)
-        acc[d] = acc[d] + r[d];
-    }
+    add(acc, table + idx * D, D, b->wdtype,
+        b->per_sample_weights ? b->per_sample_weights + p : NULL);
   }
   if (b->pool == TBE_POOL_MEAN && end > start) {
     float s = 1.0f / (float)(end - start);
@@ -106,40 +209,87 @@ static void bag_fp16(const tbe_batch *b, int64_t start, int64_t end, const uint1
   }
 }
 
-/* Per-thread scratch: each thread gets `per_thread` doubles at scratch + thread * per_thread. */
+/* Per-thread scratch: thread k gets max_D doubles at scratch + k * max_D. */
 static double *scratch_alloc(int32_t max_D, int *threads)
 {
   *threads = omp_get_max_threads();
-  return malloc(sizeof(double) * 2 * (size_t)max_D * (size_t)*threads);
+  return malloc(sizeof(double) * (size_t)max_D * (size_t)*threads);
 }
 
-/* Pooling NONE: output row p is row indices[p] converted (zeros for -1 and for positions that
- * no bag covers). */
-static void forward_none(const tbe_batch *b, const tbe_layout *l, void *out, double *scratch,
-                         int threads)
+/* One call's inputs, and the row kernel picked for this CPU. */
+typedef struct {
+  const tbe_batch *b;
+  const tbe_layout *l;
+  void *out;
+  row16_fn add16;
+} forward_call;
+
+/* What is done with bag i; scratch holds max_D doubles of the calling thread. */
+typedef void (*bag_fn)(const forward_call *f, int64_t i, double *scratch, lookahead *ahead);
+
+/* A pooled bag: its sum (or mean) into its output slice. */
+static void pooled_bag(const forward_call *f, int64_t i, double *scratch, lookahead *ahead)
 {
-  memset(out, 0, (size_t)l->out_elems * tbe_dtype_size(b->out_dtype));
+  const tbe_batch *b = f->b;
+  int32_t j = b->feature_table_map[f->l->bag_feature[i]];
+  int32_t D = b->D[j];
+  int64_t start = tbe_iget(b->offsets, b->itype, i);
+  int64_t end = tbe_iget(b->offsets, b->itype, i + 1);
+  int64_t o = f->l->bag_out[i];
+  if (b->wdtype == TBE_FP32) {
+    bag_fp32(b, start, end, (const float *)b->weights + b->table_offset[j], D, scratch, ahead);
+    for (int32_t d = 0; d < D; d++)
+      store_double(f->out, b->out_dtype, o + d, scratch[d]);
+  } else {
+    float *acc = (float *)scratch;
+    bag_fp16(b, start, end, (const uint16_t *)b->weights + b->table_offset[j], D, acc, f->add16,
+             ahead);
+    for (int32_t d = 0; d < D; d++)
+      store_float(f->out, b->out_dtype, o + d, acc[d]);
+  }
+}
+
+/* Pooling NONE: output row p is row indices[p] converted (zeros for -1; positions that no bag
+ * covers keep the zeros the caller stored). */
+static void none_bag(const forward_call *f, int64_t i, double *scratch, lookahead *ahead)
+{
+  const tbe_batch *b = f->b;
+  int32_t j = b->feature_table_map[f->l->bag_feature[i]];
+  int32_t D = b->D[j];
+  int64_t start = tbe_iget(b->offsets, b->itype, i);
+  int64_t end = tbe_iget(b->offsets, b->itype, i + 1);
+  float *row = (float *)scratch;
+  for (int64_t p = start; p < end; p++) {
+    lookahead_step(ahead);
+    int64_t idx = tbe_iget(b->indices, b->itype, p);
+    if (idx == -1)
+      continue;
+    int64_t src = b->table_offset[j] + idx * D;
+    if (b->wdtype == TBE_FP32)
+      memcpy(row, (const float *)b->weights + src, sizeof(float) * (size_t)D);
+    else
+      widen_row16((const uint16_t *)b->weights + src, b->wdtype, D, row);
+    for (int32_t d = 0; d < D; d++)
+      store_float(f->out, b->out_dtype, p * D + d, row[d]);
+  }
+}
+
+/* Runs fn on every bag: threads take chunks of CHUNK_BAGS bags, each with its own lookahead. */
+static void for_each_bag(const forward_call *f, bag_fn fn, double *scratch, int threads)
+{
+  const tbe_layout *l = f->l;
+  int64_t chunks = (l->total_B + CHUNK_BAGS - 1) / CHUNK_BAGS;
 #pragma omp parallel num_threads(threads)
   {
-    float *row = (float *)(scratch + 2 * (size_t)l->max_D * (size_t)omp_get_thread_num());
-#pragma omp for schedule(dynamic, 64)
-    for (int64_t i = 0; i < l->total_B; i++) {
-      int32_t j = b->feature_table_map[l->bag_feature[i]];
-      int32_t D = b->D[j];
-      int64_t start = tbe_iget(b->offsets, b->itype, i);
-      int64_t end = tbe_iget(b->offsets, b->itype, i + 1);
-      for (int64_t p = start; p < end; p++) {
-        int64_t idx = tbe_iget(b->indices, b->itype, p);
-        if (idx == -1)
-          continue;
-        int64_t src = b->table_offset[j] + idx * D;
-        if (b->wdtype == TBE_FP32)
-          memcpy(row, (const float *)b->weights + src, sizeof(float) * (size_t)D);
-        else
-          widen_row16((const uint16_t *)b->weights + src, b->wdtype, D, row);
-        for (int32_t d = 0; d < D; d++)
-          store_float(out, b->out_dtype, p * D + d, row[d]);
-      }
+    double *mine = scratch + (size_t)l->max_D * (size_t)omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; c++) {
+      int64_t first = c * CHUNK_BAGS;
+      int64_t last = first + CHUNK_BAGS < l->total_B ? first + CHUNK_BAGS : l->total_B;
+      lookahead ahead;
+      lookahead_init(&ahead, f->b, l, first, last);
+      for (int64_t i = first; i < last; i++)
+        fn(f, i, mine, &ahead);
     }
   }
 }
@@ -150,33 +300,10 @@ tbe_status ref_forward(const tbe_batch *b, const tbe_layout *l, void *out)
   double *scratch = scratch_alloc(l->max_D, &threads);
   if (!scratch)
     return tbe_error(TBE_ENOMEM, "scratch", -1, "cannot allocate forward scratch");
-  if (b->pool == TBE_POOL_NONE) {
-    forward_none(b, l, out, scratch, threads);
-    free(scratch);
-    return tbe_ok();
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    double *mine = scratch + 2 * (size_t)l->max_D * (size_t)omp_get_thread_num();
-#pragma omp for schedule(dynamic, 64)
-    for (int64_t i = 0; i < l->total_B; i++) {
-      int32_t j = b->feature_table_map[l->bag_feature[i]];
-      int32_t D = b->D[j];
-      int64_t start = tbe_iget(b->offsets, b->itype, i);
-      int64_t end = tbe_iget(b->offsets, b->itype, i + 1);
-      int64_t o = l->bag_out[i];
-      if (b->wdtype == TBE_FP32) {
-        bag_fp32(b, start, end, (const float *)b->weights + b->table_offset[j], D, mine);
-        for (int32_t d = 0; d < D; d++)
-          store_double(out, b->out_dtype, o + d, mine[d]);
-      } else {
-        float *acc = (float *)mine, *r = acc + l->max_D;
-        bag_fp16(b, start, end, (const uint16_t *)b->weights + b->table_offset[j], D, acc, r);
-        for (int32_t d = 0; d < D; d++)
-          store_float(out, b->out_dtype, o + d, acc[d]);
-      }
-    }
-  }
+  forward_call f = {b, l, out, pick_row16()};
+  if (b->pool == TBE_POOL_NONE)
+    memset(out, 0, (size_t)l->out_elems * tbe_dtype_size(b->out_dtype));
+  for_each_bag(&f, b->pool == TBE_POOL_NONE ? none_bag : pooled_bag, scratch, threads);
   free(scratch);
   return tbe_ok();
 }
