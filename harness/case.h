@@ -24,6 +24,10 @@ void case_free(tbe_case *c);
 /* Writes the canonical text into buf (like snprintf: returns the length it needs). */
 int case_format(const tbe_case *c, char *buf, size_t n);
 
+/* 1 if a and b are the same case (every field equal), else 0. Two parsed cases are equal exactly
+ * when their canonical texts are. */
+int case_equal(const tbe_case *a, const tbe_case *b);
+
 /* The case's bounds mode and seed. */
 tbe_bounds_mode case_bounds(const tbe_case *c);
 uint64_t case_seed(const tbe_case *c);

@@ -1,0 +1,1070 @@
+/* case.c: the case language: parse a line of key=value tokens into a normalised tbe_case, print
+ * its canonical text, compare cases, and read .cases files. Not the generator (gen.c).
+ *
+ * Invariant: case_parse either fails with TBE_EINVAL naming the offending key or returns a case
+ * normalised as gen.h says, so case_format(c) is canonical and parsing it gives equal fields.
+ * Keys print in the order of key_names[], each only when it differs from its default.
+ * Every number is read with explicit range checks: no atoi, no overflow on any input.
+ *
+ * Grammar (canonical key order; INT is decimal digits, no sign; NUM is a finite decimal
+ * [+-]digits[.digits][e[+-]digits]; defaults in brackets):
+ *   T=INT [1]            features, 1..4096 (implied by map= or a B list when absent)
+ *   B=INT [4]            bags per feature, 0..2^31-1; with vbe=1 also a..b (drawn per (feature,
+ *                        rank)) or a list: features split by ',', ranks by '/' (fixes T and R)
+ *   R=INT [1]            VBE ranks, 1..1024; only with vbe=1
+ *   vbe=0|1 [0]
+ *   E=SPEC [1000]        rows per table, 1..2^40: INT, a..b (drawn per table) or one INT per table
+ *   D=SPEC [64]          columns per table, 1..2048, same forms
+ *   map=INT,... [identity]  feature_table_map, one table 0..4095 per feature; tables = max + 1
+ *   L=INT|a..b|normal:MU,SIGMA [4]  bag length, 0..2^31-1; normal rounded, clamped to 0..2^31-1
+ *   dist=uniform|zipf:ALPHA [uniform]  0 < ALPHA <= 100, row 0 hottest
+ *   hot=TABLE:ROW:SL,... [none]  row ROW of TABLE appears exactly SL (1..2^40) times in total
+ *   wdtype=fp32|fp16|bf16 [fp32]   out=fp32|fp16|bf16 [fp32]   idx=int32|int64 [int64]
+ *   pool=sum|mean|none [sum]       weighted=0|1 [0]
+ *   invalid=NUM [0]      fraction in [0, 1] of the non-hot positions given an invalid index
+ *   invalid_kind=past|negative|pruned|mix [past]  E.., -2..-E-1, -1, or the three in turn
+ *   corrupt=KIND[:COUNT],... [none]  KIND negative|decreasing|past_end|wrong_last, COUNT
+ *                        1..2^31-1 (wrong_last: 1), each at distinct offset entries
+ *   bounds=fatal|warning|ignore|none [warning]
+ *   seed=INT [1]         0..2^64-1
+ * Rules between keys (the error names the key after the colon): pool=mean or none with
+ * weighted=1: weighted; pool=none with vbe=1, or with different D among the features: pool;
+ * bounds=none with corrupt, or invalid > 0 of a kind other than pruned: bounds; a B range or
+ * list without vbe=1: B; R without vbe=1: R; a list length that disagrees with T or the table
+ * count: that key; a hot table or row out of range: hot; idx=int32 with a possible E past
+ * INT32_MAX: idx. Generation adds the rules that need drawn values (hot rows inside a drawn E,
+ * enough lookups for hot SLs, enough offset entries for corruptions, N and bag count limits).
+ */
+#include "case.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+
+/* ------------------------------------------------------------------ keys and defaults */
+
+typedef enum {
+  K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
+  K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_SEED, K_COUNT
+} key_id;
+
+/* canonical order */
+static const char *const key_names[K_COUNT] = {
+  "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
+  "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "seed"};
+
+#define DEFAULT_B 4
+#define DEFAULT_E 1000
+#define DEFAULT_D 64
+#define DEFAULT_L 4
+
+static const char *const dtype_words[] = {"fp32", "fp16", "bf16"};
+static const char *const itype_words[] = {"int32", "int64"};
+static const char *const pool_words[] = {"sum", "mean", "none"};
+static const char *const bounds_words[] = {"fatal", "warning", "ignore", "none"};
+static const char *const invalid_words[] = {"past", "negative", "pruned", "mix"};
+static const char *const corrupt_words[] = {"negative", "decreasing", "past_end", "wrong_last"};
+
+static void spec_fixed(case_spec *s, int64_t v)
+{
+  free(s->list);
+  memset(s, 0, sizeof *s);
+  s->kind = CASE_FIXED;
+  s->lo = s->hi = v;
+}
+
+static tbe_case *case_new_default(void)
+{
+  tbe_case *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->T = 1;
+  c->R = 1;
+  spec_fixed(&c->B, DEFAULT_B);
+  spec_fixed(&c->E, DEFAULT_E);
+  spec_fixed(&c->D, DEFAULT_D);
+  spec_fixed(&c->L, DEFAULT_L);
+  c->num_tables = 1;
+  c->dist = CASE_DIST_UNIFORM;
+  c->wdtype = c->out = TBE_FP32;
+  c->idx = TBE_I64;
+  c->pool = TBE_POOL_SUM;
+  c->invalid_kind = CASE_INVALID_PAST;
+  c->bounds = TBE_BOUNDS_WARNING;
+  c->seed = 1;
+  return c;
+}
+
+void case_free(tbe_case *c)
+{
+  if (!c)
+    return;
+  free(c->B.list);
+  free(c->E.list);
+  free(c->D.list);
+  free(c->L.list);
+  free(c->map);
+  free(c->hot);
+  free(c);
+}
+
+tbe_bounds_mode case_bounds(const tbe_case *c) { return c->bounds; }
+uint64_t case_seed(const tbe_case *c) { return c->seed; }
+
+/* ------------------------------------------------------------------ parse state and errors */
+
+typedef struct {
+  tbe_case *c;
+  int seen[K_COUNT];
+  int64_t at[K_COUNT];   /* byte offset of each key's token in the text */
+  key_id key;            /* the key being parsed */
+  int64_t B_rows;        /* shape of an explicit B list */
+  int64_t B_ranks;
+  int64_t map_len;       /* entries of map= (0 when not given) */
+} parse_state;
+
+static tbe_status fail_at(const char *key, int64_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static tbe_status fail_at(const char *key, int64_t pos, const char *fmt, ...)
+{
+  char msg[sizeof(((tbe_status *)0)->message)];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return tbe_error(TBE_EINVAL, key, pos, "%s", msg);
+}
+
+/* An error about key k (the token's offset is the position). */
+#define FAIL(ps, k, ...) fail_at(key_names[k], (ps)->at[k], __VA_ARGS__)
+
+/* A slice [s, e) of the text, printable in messages with %.*s. */
+typedef struct {
+  const char *s, *e;
+} slice;
+
+static int slen(slice v) { return (int)(v.e - v.s); }
+
+static int slice_is(slice v, const char *word)
+{
+  size_t n = strlen(word);
+  return (size_t)(v.e - v.s) == n && memcmp(v.s, word, n) == 0;
+}
+
+/* The first occurrence of the string pat in v, or NULL. */
+static const char *slice_find(slice v, const char *pat)
+{
+  size_t n = strlen(pat);
+  for (const char *p = v.s; p + n <= v.e; p++)
+    if (memcmp(p, pat, n) == 0)
+      return p;
+  return NULL;
+}
+
+static int64_t slice_count(slice v, char ch)
+{
+  int64_t n = 0;
+  for (const char *p = v.s; p < v.e; p++)
+    n += *p == ch;
+  return n;
+}
+
+/* Splits off the part of *rest before the next `sep` (or all of it). */
+static slice slice_next(slice *rest, char sep)
+{
+  const char *p = rest->s;
+  while (p < rest->e && *p != sep)
+    p++;
+  slice part = {rest->s, p};
+  rest->s = p < rest->e ? p + 1 : p;
+  return part;
+}
+
+typedef enum { NUM_OK, NUM_MALFORMED, NUM_RANGE } num_result;
+
+/* A decimal integer in [lo, hi]: digits only, no sign, any length (saturating). */
+static num_result parse_int(slice v, int64_t lo, int64_t hi, int64_t *out)
+{
+  if (v.s == v.e)
+    return NUM_MALFORMED;
+  uint64_t x = 0;
+  int over = 0;
+  for (const char *p = v.s; p < v.e; p++) {
+    if (*p < '0' || *p > '9')
+      return NUM_MALFORMED;
+    unsigned d = (unsigned)(*p - '0');
+    if (x > (UINT64_MAX - d) / 10)
+      over = 1;
+    else
+      x = x * 10 + d;
+  }
+  if (over || x > (uint64_t)hi || (int64_t)x < lo)
+    return NUM_RANGE;
+  *out = (int64_t)x;
+  return NUM_OK;
+}
+
+/* A decimal uint64 (the seed). */
+static num_result parse_u64(slice v, uint64_t *out)
+{
+  if (v.s == v.e)
+    return NUM_MALFORMED;
+  uint64_t x = 0;
+  for (const char *p = v.s; p < v.e; p++) {
+    if (*p < '0' || *p > '9')
+      return NUM_MALFORMED;
+    unsigned d = (unsigned)(*p - '0');
+    if (x > (UINT64_MAX - d) / 10)
+      return NUM_RANGE;
+    x = x * 10 + d;
+  }
+  *out = x;
+  return NUM_OK;
+}
+
+/* A finite decimal number in [lo, hi] ([+-]digits[.digits][e[+-]digits]); -0 reads as 0. */
+static num_result parse_num(slice v, double lo, double hi, double *out)
+{
+  char tmp[64];
+  if (v.s == v.e || slen(v) >= (int)sizeof tmp)
+    return NUM_MALFORMED;
+  int digits = 0;
+  for (const char *p = v.s; p < v.e; p++) {
+    if (*p >= '0' && *p <= '9')
+      digits++;
+    else if (!strchr("+-.eE", *p))
+      return NUM_MALFORMED; /* no hex, inf, nan or locale forms */
+  }
+  if (!digits)
+    return NUM_MALFORMED;
+  memcpy(tmp, v.s, (size_t)slen(v));
+  tmp[slen(v)] = '\0';
+  char *end;
+  errno = 0;
+  double x = strtod(tmp, &end);
+  if (end != tmp + slen(v))
+    return NUM_MALFORMED;
+  if (!isfinite(x) || x < lo || x > hi)
+    return NUM_RANGE;
+  *out = x == 0 ? 0.0 : x;
+  return NUM_OK;
+}
+
+/* The index of v among words[0..n), or -1. */
+static int parse_word(slice v, const char *const *words, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (slice_is(v, words[i]))
+      return i;
+  return -1;
+}
+
+static tbe_status fail_word(parse_state *ps, slice v, const char *const *words, int n)
+{
+  char allowed[128] = "";
+  for (int i = 0; i < n; i++) {
+    strcat(allowed, i ? "|" : "");
+    strcat(allowed, words[i]);
+  }
+  return FAIL(ps, ps->key, "%s=%.*s: expected %s", key_names[ps->key], slen(v), v.s, allowed);
+}
+
+/* An error for an integer that did not parse (r != NUM_OK); `what` says the allowed values. */
+static tbe_status fail_int(parse_state *ps, slice v, num_result r, const char *what)
+{
+  return FAIL(ps, ps->key, "%s: '%.*s' is %s; expected %s", key_names[ps->key], slen(v), v.s,
+              r == NUM_RANGE ? "out of range" : "not an integer", what);
+}
+
+/* ------------------------------------------------------------------ value parsers */
+
+/* One value, a range a..b (allow_range) or a comma list (allow_list) of integers in [lo, hi]. */
+static tbe_status parse_spec(parse_state *ps, slice v, int64_t lo, int64_t hi, const char *what,
+                             case_spec *out)
+{
+  int64_t a, b;
+  num_result r;
+  const char *dots = slice_find(v, "..");
+  if (dots) {
+    slice sa = {v.s, dots}, sb = {dots + 2, v.e};
+    if ((r = parse_int(sa, lo, hi, &a)) != NUM_OK)
+      return fail_int(ps, sa, r, what);
+    if ((r = parse_int(sb, lo, hi, &b)) != NUM_OK)
+      return fail_int(ps, sb, r, what);
+    if (a > b)
+      return FAIL(ps, ps->key, "%s=%.*s: empty range, the first bound must not exceed the second",
+                  key_names[ps->key], slen(v), v.s);
+    spec_fixed(out, a);
+    out->kind = CASE_RANGE;
+    out->hi = b;
+    return tbe_ok();
+  }
+  int64_t n = slice_count(v, ',') + 1;
+  if (n == 1) {
+    if ((r = parse_int(v, lo, hi, &a)) != NUM_OK)
+      return fail_int(ps, v, r, what);
+    spec_fixed(out, a);
+    return tbe_ok();
+  }
+  if (n > CASE_MAX_TABLES)
+    return FAIL(ps, ps->key, "%s: %lld values, more than %d", key_names[ps->key], (long long)n,
+                CASE_MAX_TABLES);
+  int64_t *list = malloc(sizeof *list * (size_t)n);
+  if (!list)
+    return tbe_error(TBE_ENOMEM, key_names[ps->key], -1, "out of memory");
+  slice rest = v;
+  for (int64_t i = 0; i < n; i++) {
+    slice part = slice_next(&rest, ',');
+    if ((r = parse_int(part, lo, hi, &list[i])) != NUM_OK) {
+      free(list);
+      return fail_int(ps, part, r, what);
+    }
+  }
+  spec_fixed(out, 0);
+  out->kind = CASE_LIST;
+  out->list = list;
+  out->count = n;
+  return tbe_ok();
+}
+
+#define WHAT_B "an integer 0..2147483647, a range a..b or (vbe=1) a list like 1/2,3/1"
+
+static tbe_status parse_B(parse_state *ps, slice v)
+{
+  tbe_case *c = ps->c;
+  if (!slice_find(v, ",") && !slice_find(v, "/"))
+    return parse_spec(ps, v, 0, CASE_MAX_COUNT, WHAT_B, &c->B);
+  /* explicit list: features separated by ',', ranks within a feature by '/' */
+  int64_t rows = slice_count(v, ',') + 1;
+  slice first = v;
+  first = slice_next(&first, ',');
+  int64_t ranks = slice_count(first, '/') + 1;
+  if (rows > CASE_MAX_T || ranks > CASE_MAX_R)
+    return FAIL(ps, K_B, "B list of %lld features x %lld ranks exceeds %d x %d", (long long)rows,
+                (long long)ranks, CASE_MAX_T, CASE_MAX_R);
+  int64_t *list = malloc(sizeof *list * (size_t)(rows * ranks));
+  if (!list)
+    return tbe_error(TBE_ENOMEM, "B", -1, "out of memory");
+  slice rest = v;
+  for (int64_t t = 0; t < rows; t++) {
+    slice row = slice_next(&rest, ',');
+    if (slice_count(row, '/') + 1 != ranks) {
+      free(list);
+      return FAIL(ps, K_B, "B list: feature %lld has %lld ranks, feature 0 has %lld; every "
+                  "feature needs the same number of '/'-separated ranks", (long long)t,
+                  (long long)(slice_count(row, '/') + 1), (long long)ranks);
+    }
+    for (int64_t r = 0; r < ranks; r++) {
+      slice part = slice_next(&row, '/');
+      num_result res = parse_int(part, 0, CASE_MAX_COUNT, &list[t * ranks + r]);
+      if (res != NUM_OK) {
+        free(list);
+        return fail_int(ps, part, res, WHAT_B);
+      }
+    }
+  }
+  spec_fixed(&c->B, 0);
+  c->B.kind = CASE_LIST;
+  c->B.list = list;
+  c->B.count = rows * ranks;
+  ps->B_rows = rows;
+  ps->B_ranks = ranks;
+  return tbe_ok();
+}
+
+#define WHAT_L "an integer 0..2147483647, a range a..b or normal:MU,SIGMA"
+
+static tbe_status parse_L(parse_state *ps, slice v)
+{
+  tbe_case *c = ps->c;
+  if (v.e - v.s < 7 || memcmp(v.s, "normal:", 7) != 0)
+    return parse_spec(ps, v, 0, CASE_MAX_COUNT, WHAT_L, &c->L);
+  slice rest = {v.s + 7, v.e};
+  slice smu = slice_next(&rest, ',');
+  double mu, sigma;
+  if (slice_count(v, ',') != 1 ||
+      parse_num(smu, -(double)CASE_MAX_COUNT, (double)CASE_MAX_COUNT, &mu) != NUM_OK ||
+      parse_num(rest, 0, (double)CASE_MAX_COUNT, &sigma) != NUM_OK)
+    return FAIL(ps, K_L, "L=%.*s: expected normal:MU,SIGMA with |MU| and SIGMA >= 0 at most "
+                "2147483647", slen(v), v.s);
+  spec_fixed(&c->L, 0);
+  c->L.kind = CASE_NORMAL;
+  c->L.mu = mu;
+  c->L.sigma = sigma;
+  return tbe_ok();
+}
+
+static tbe_status parse_map(parse_state *ps, slice v)
+{
+  int64_t n = slice_count(v, ',') + 1;
+  if (n > CASE_MAX_T)
+    return FAIL(ps, K_MAP, "map has %lld entries, more than T can be (%d)", (long long)n,
+                CASE_MAX_T);
+  int32_t *m = malloc(sizeof *m * (size_t)n);
+  if (!m)
+    return tbe_error(TBE_ENOMEM, "map", -1, "out of memory");
+  slice rest = v;
+  for (int64_t i = 0; i < n; i++) {
+    slice part = slice_next(&rest, ',');
+    int64_t x;
+    num_result r = parse_int(part, 0, CASE_MAX_TABLES - 1, &x);
+    if (r != NUM_OK) {
+      free(m);
+      return fail_int(ps, part, r, "a comma list of table numbers 0..4095, one per feature");
+    }
+    m[i] = (int32_t)x;
+  }
+  free(ps->c->map);
+  ps->c->map = m;
+  ps->map_len = n;
+  return tbe_ok();
+}
+
+static tbe_status parse_dist(parse_state *ps, slice v)
+{
+  tbe_case *c = ps->c;
+  if (slice_is(v, "uniform")) {
+    c->dist = CASE_DIST_UNIFORM;
+    return tbe_ok();
+  }
+  double a;
+  slice sa = {v.s + 5, v.e};
+  if (v.e - v.s < 5 || memcmp(v.s, "zipf:", 5) != 0 ||
+      parse_num(sa, 0, CASE_MAX_ALPHA, &a) != NUM_OK || !(a > 0))
+    return FAIL(ps, K_DIST, "dist=%.*s: expected uniform or zipf:ALPHA with 0 < ALPHA <= 100",
+                slen(v), v.s);
+  c->dist = CASE_DIST_ZIPF;
+  c->alpha = a;
+  return tbe_ok();
+}
+
+static int hot_cmp(const void *pa, const void *pb)
+{
+  const case_hot *a = pa, *b = pb;
+  if (a->table != b->table)
+    return a->table < b->table ? -1 : 1;
+  return a->row < b->row ? -1 : a->row > b->row;
+}
+
+static tbe_status parse_hot(parse_state *ps, slice v)
+{
+  tbe_case *c = ps->c;
+  int64_t n = slice_count(v, ',') + 1;
+  if (n > CASE_MAX_HOT)
+    return FAIL(ps, K_HOT, "hot lists %lld rows, more than %d", (long long)n, CASE_MAX_HOT);
+  case_hot *h = malloc(sizeof *h * (size_t)n);
+  if (!h)
+    return tbe_error(TBE_ENOMEM, "hot", -1, "out of memory");
+  slice rest = v;
+  for (int64_t i = 0; i < n; i++) {
+    slice item = slice_next(&rest, ',');
+    slice it = item;
+    slice st = slice_next(&it, ':'), sr = slice_next(&it, ':'), ssl = it;
+    int64_t table, row, sl;
+    if (slice_count(item, ':') != 2 || parse_int(st, 0, CASE_MAX_TABLES - 1, &table) != NUM_OK ||
+        parse_int(sr, 0, CASE_MAX_ROWS - 1, &row) != NUM_OK ||
+        parse_int(ssl, 1, CASE_MAX_SL, &sl) != NUM_OK) {
+      free(h);
+      return FAIL(ps, K_HOT, "hot entry '%.*s': expected TABLE:ROW:SL with TABLE 0..4095, ROW "
+                  "0..2^40-1, SL 1..2^40", slen(item), item.s);
+    }
+    h[i].table = (int32_t)table;
+    h[i].row = row;
+    h[i].sl = sl;
+  }
+  qsort(h, (size_t)n, sizeof *h, hot_cmp);
+  for (int64_t i = 1; i < n; i++)
+    if (h[i].table == h[i - 1].table && h[i].row == h[i - 1].row) {
+      int32_t t = h[i].table;
+      int64_t r = h[i].row;
+      free(h);
+      return FAIL(ps, K_HOT, "hot names row %lld of table %d twice", (long long)r, t);
+    }
+  free(c->hot);
+  c->hot = h;
+  c->num_hot = (int32_t)n;
+  return tbe_ok();
+}
+
+static tbe_status parse_corrupt(parse_state *ps, slice v)
+{
+  tbe_case *c = ps->c;
+  int64_t n = slice_count(v, ',') + 1;
+  slice rest = v;
+  for (int64_t i = 0; i < n; i++) {
+    slice item = slice_next(&rest, ',');
+    slice it = item;
+    slice sk = slice_next(&it, ':');
+    int kind = parse_word(sk, corrupt_words, CASE_CORRUPT_KINDS);
+    int64_t count = 1;
+    if (kind < 0 || slice_count(item, ':') > 1 ||
+        (slice_count(item, ':') == 1 && parse_int(it, 1, CASE_MAX_COUNT, &count) != NUM_OK))
+      return FAIL(ps, K_CORRUPT, "corrupt entry '%.*s': expected KIND[:COUNT] with KIND "
+                  "negative|decreasing|past_end|wrong_last and COUNT 1..2147483647",
+                  slen(item), item.s);
+    if (c->corrupt[kind])
+      return FAIL(ps, K_CORRUPT, "corrupt names %s twice", corrupt_words[kind]);
+    if (kind == CASE_CORRUPT_WRONG_LAST && count != 1)
+      return FAIL(ps, K_CORRUPT, "corrupt=wrong_last:%lld: there is one last offset, so the "
+                  "count must be 1", (long long)count);
+    c->corrupt[kind] = count;
+  }
+  return tbe_ok();
+}
+
+static tbe_status parse_value(parse_state *ps, slice v)
+{
+  tbe_case *c = ps->c;
+  int64_t x = 0;
+  num_result r;
+  int w;
+  switch (ps->key) {
+  case K_T:
+    if ((r = parse_int(v, 1, CASE_MAX_T, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 1..4096");
+    c->T = (int32_t)x;
+    return tbe_ok();
+  case K_B:
+    return parse_B(ps, v);
+  case K_R:
+    if ((r = parse_int(v, 1, CASE_MAX_R, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 1..1024");
+    c->R = (int32_t)x;
+    return tbe_ok();
+  case K_VBE:
+  case K_WEIGHTED:
+    if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "0 or 1");
+    *(ps->key == K_VBE ? &c->vbe : &c->weighted) = (int)x;
+    return tbe_ok();
+  case K_E:
+    return parse_spec(ps, v, 1, CASE_MAX_ROWS,
+                      "an integer 1..2^40, a range a..b or a list with one value per table",
+                      &c->E);
+  case K_D:
+    return parse_spec(ps, v, 1, TBE_MAX_D,
+                      "an integer 1..2048, a range a..b or a list with one value per table",
+                      &c->D);
+  case K_MAP:
+    return parse_map(ps, v);
+  case K_L:
+    return parse_L(ps, v);
+  case K_DIST:
+    return parse_dist(ps, v);
+  case K_HOT:
+    return parse_hot(ps, v);
+  case K_WDTYPE:
+  case K_OUT:
+    if ((w = parse_word(v, dtype_words, 3)) < 0)
+      return fail_word(ps, v, dtype_words, 3);
+    *(ps->key == K_WDTYPE ? &c->wdtype : &c->out) = (tbe_dtype)w;
+    return tbe_ok();
+  case K_IDX:
+    if ((w = parse_word(v, itype_words, 2)) < 0)
+      return fail_word(ps, v, itype_words, 2);
+    c->idx = (tbe_itype)w;
+    return tbe_ok();
+  case K_POOL:
+    if ((w = parse_word(v, pool_words, 3)) < 0)
+      return fail_word(ps, v, pool_words, 3);
+    c->pool = (tbe_pool)w;
+    return tbe_ok();
+  case K_INVALID:
+    if (parse_num(v, 0, 1, &c->invalid) != NUM_OK)
+      return FAIL(ps, K_INVALID, "invalid=%.*s: expected a fraction in [0, 1]", slen(v), v.s);
+    return tbe_ok();
+  case K_INVALID_KIND:
+    if ((w = parse_word(v, invalid_words, 4)) < 0)
+      return fail_word(ps, v, invalid_words, 4);
+    c->invalid_kind = (case_invalid_kind)w;
+    return tbe_ok();
+  case K_CORRUPT:
+    return parse_corrupt(ps, v);
+  case K_BOUNDS:
+    if ((w = parse_word(v, bounds_words, 4)) < 0)
+      return fail_word(ps, v, bounds_words, 4);
+    c->bounds = (tbe_bounds_mode)w;
+    return tbe_ok();
+  case K_SEED:
+    if ((r = parse_u64(v, &c->seed)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 0..18446744073709551615");
+    return tbe_ok();
+  case K_COUNT:
+    break;
+  }
+  return tbe_error(TBE_EINTERNAL, "case", -1, "no parser for key %d", (int)ps->key);
+}
+
+/* ------------------------------------------------------------------ cross-key rules */
+
+/* A list of equal values becomes FIXED, a range a..a FIXED. */
+static void spec_normalise(case_spec *s)
+{
+  if (s->kind == CASE_LIST) {
+    for (int64_t i = 1; i < s->count; i++)
+      if (s->list[i] != s->list[0])
+        return;
+    spec_fixed(s, s->list[0]);
+  } else if (s->kind == CASE_RANGE && s->lo == s->hi) {
+    spec_fixed(s, s->lo);
+  }
+}
+
+/* The largest value a per-table spec can take for table j. */
+static int64_t spec_max(const case_spec *s, int32_t j)
+{
+  return s->kind == CASE_LIST ? s->list[j] : s->hi;
+}
+
+static tbe_status check_tables(parse_state *ps)
+{
+  tbe_case *c = ps->c;
+  const key_id keys[2] = {K_E, K_D};
+  case_spec *specs[2] = {&c->E, &c->D};
+  for (int i = 0; i < 2; i++) {
+    if (specs[i]->kind == CASE_LIST && specs[i]->count != c->num_tables)
+      return FAIL(ps, keys[i], "%s lists %lld values but there are %d tables (T=%d, map); give "
+                  "one value per table or a single value", key_names[keys[i]],
+                  (long long)specs[i]->count, c->num_tables, c->T);
+    spec_normalise(specs[i]);
+  }
+  if (c->idx == TBE_I32)
+    for (int32_t j = 0; j < c->num_tables; j++)
+      if (spec_max(&c->E, j) > INT32_MAX)
+        return FAIL(ps, K_IDX, "idx=int32 cannot address table %d with up to %lld rows; use "
+                    "idx=int64", j, (long long)spec_max(&c->E, j));
+  for (int32_t i = 0; i < c->num_hot; i++) {
+    const case_hot *h = &c->hot[i];
+    if (h->table >= c->num_tables)
+      return FAIL(ps, K_HOT, "hot names table %d but there are %d tables", h->table,
+                  c->num_tables);
+    if (h->row >= spec_max(&c->E, h->table))
+      return FAIL(ps, K_HOT, "hot row %lld of table %d is not below E=%lld", (long long)h->row,
+                  h->table, (long long)spec_max(&c->E, h->table));
+  }
+  return tbe_ok();
+}
+
+static tbe_status check_pooling(parse_state *ps)
+{
+  tbe_case *c = ps->c;
+  if (c->weighted && c->pool != TBE_POOL_SUM)
+    return FAIL(ps, K_WEIGHTED, "weighted=1 needs pool=sum: pool=%s with per-sample weights is "
+                "rejected (TBE_SEMANTICS.md 3)", pool_words[c->pool]);
+  if (c->pool != TBE_POOL_NONE)
+    return tbe_ok();
+  if (c->vbe)
+    return FAIL(ps, K_POOL, "pool=none does not support vbe=1");
+  for (int32_t t = 1; t < c->T; t++) {
+    int32_t j0 = c->map[0], j = c->map[t];
+    if (j == j0)
+      continue;
+    if (c->D.kind == CASE_RANGE)
+      return FAIL(ps, K_POOL, "pool=none needs one D for all features, but D=%lld..%lld is "
+                  "drawn per table and features use tables %d and %d", (long long)c->D.lo,
+                  (long long)c->D.hi, j0, j);
+    if (c->D.kind == CASE_LIST && c->D.list[j] != c->D.list[j0])
+      return FAIL(ps, K_POOL, "pool=none needs one D for all features: feature 0 has D=%lld, "
+                  "feature %d has D=%lld", (long long)c->D.list[j0], t,
+                  (long long)c->D.list[j]);
+  }
+  return tbe_ok();
+}
+
+/* Resolves T, R, the map and the table count, then checks every rule between keys. */
+static tbe_status finish(parse_state *ps)
+{
+  tbe_case *c = ps->c;
+  if (!ps->seen[K_T])
+    c->T = ps->map_len ? (int32_t)ps->map_len : ps->B_rows ? (int32_t)ps->B_rows : 1;
+  if (ps->map_len && ps->map_len != c->T)
+    return FAIL(ps, K_MAP, "map has %lld entries but T=%d; give one table per feature",
+                (long long)ps->map_len, c->T);
+  if (ps->seen[K_R] && !c->vbe)
+    return FAIL(ps, K_R, "R (VBE ranks) needs vbe=1");
+  if (c->B.kind != CASE_FIXED && !c->vbe)
+    return FAIL(ps, K_B, "a B range or list needs vbe=1; without VBE, B is one integer");
+  if (c->B.kind == CASE_LIST) {
+    if (ps->B_rows != c->T)
+      return FAIL(ps, K_B, "B lists %lld features but T=%d", (long long)ps->B_rows, c->T);
+    if (ps->seen[K_R] && ps->B_ranks != c->R)
+      return FAIL(ps, K_B, "B lists %lld ranks per feature but R=%d", (long long)ps->B_ranks,
+                  c->R);
+    c->R = (int32_t)ps->B_ranks;
+  }
+  spec_normalise(&c->B);
+  spec_normalise(&c->L);
+  if (c->L.kind == CASE_NORMAL && c->L.sigma == 0) {
+    double x = c->L.mu;
+    spec_fixed(&c->L, x < 0.5 ? 0 : (int64_t)(x + 0.5));
+  }
+  if (!c->map) {
+    c->map = malloc(sizeof *c->map * (size_t)c->T);
+    if (!c->map)
+      return tbe_error(TBE_ENOMEM, "map", -1, "out of memory");
+    for (int32_t t = 0; t < c->T; t++)
+      c->map[t] = t;
+  }
+  c->num_tables = 0;
+  for (int32_t t = 0; t < c->T; t++)
+    if (c->map[t] + 1 > c->num_tables)
+      c->num_tables = c->map[t] + 1;
+  tbe_status st = check_tables(ps);
+  if (st.code)
+    return st;
+  if ((st = check_pooling(ps)).code)
+    return st;
+  if (c->invalid == 0)
+    c->invalid_kind = CASE_INVALID_PAST;
+  if (c->bounds == TBE_BOUNDS_NONE) {
+    if (c->invalid > 0 && c->invalid_kind != CASE_INVALID_PRUNED)
+      return FAIL(ps, K_BOUNDS, "bounds=none trusts the indices, so invalid=%g with "
+                  "invalid_kind=%s is not allowed (only pruned -1 rows are legal there)",
+                  c->invalid, invalid_words[c->invalid_kind]);
+    for (int k = 0; k < CASE_CORRUPT_KINDS; k++)
+      if (c->corrupt[k])
+        return FAIL(ps, K_BOUNDS, "bounds=none trusts the offsets, so corrupt is not allowed");
+  }
+  return tbe_ok();
+}
+
+tbe_status case_parse(const char *text, tbe_case **out)
+{
+  *out = NULL;
+  if (!text)
+    text = "";
+  parse_state ps;
+  memset(&ps, 0, sizeof ps);
+  ps.c = case_new_default();
+  if (!ps.c)
+    return tbe_error(TBE_ENOMEM, "case", -1, "out of memory");
+  const char *end = strchr(text, '#');
+  if (!end)
+    end = text + strlen(text);
+  tbe_status st = tbe_ok();
+  const char *p = text;
+  while (!st.code) {
+    while (p < end && isspace((unsigned char)*p))
+      p++;
+    if (p == end)
+      break;
+    const char *tok = p;
+    while (p < end && !isspace((unsigned char)*p))
+      p++;
+    slice whole = {tok, p};
+    const char *eq = memchr(tok, '=', (size_t)(p - tok));
+    slice key = {tok, eq ? eq : p};
+    int k = parse_word(key, key_names, K_COUNT);
+    char name[40];
+    snprintf(name, sizeof name, "%.*s", slen(key), key.s);
+    if (k < 0)
+      st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
+                   "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds seed",
+                   slen(key), key.s, slen(whole), whole.s);
+    else if (!eq || eq + 1 == p)
+      st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
+    else if (ps.seen[k])
+      st = fail_at(name, tok - text, "key %s given twice", name);
+    else {
+      ps.key = (key_id)k;
+      ps.seen[k] = 1;
+      ps.at[k] = tok - text;
+      st = parse_value(&ps, (slice){eq + 1, p});
+    }
+  }
+  if (!st.code)
+    st = finish(&ps);
+  if (st.code) {
+    case_free(ps.c);
+    return st;
+  }
+  *out = ps.c;
+  return st;
+}
+
+/* ------------------------------------------------------------------ canonical print */
+
+typedef struct {
+  char *buf;
+  size_t n, len;
+} sbuf;
+
+static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *s, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(s->len < s->n ? s->buf + s->len : NULL, s->len < s->n ? s->n - s->len : 0,
+                    fmt, ap);
+  va_end(ap);
+  if (k > 0)
+    s->len += (size_t)k;
+}
+
+/* The shortest %.Ng of x that reads back as x (the lowest N among equally short ones, so 10
+ * prints as "10", not "1e+01"). */
+static void fmt_num(double x, char out[32])
+{
+  char tmp[32];
+  out[0] = '\0';
+  for (int prec = 17; prec >= 1; prec--) {
+    snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+    if (strtod(tmp, NULL) == x && (!out[0] || strlen(tmp) <= strlen(out)))
+      strcpy(out, tmp);
+  }
+}
+
+/* Starts key k's token ("k=") with the separating space. */
+static void sb_key(sbuf *s, key_id k) { sb_printf(s, "%s%s=", s->len ? " " : "", key_names[k]); }
+
+static void sb_word(sbuf *s, key_id k, const char *word)
+{
+  sb_key(s, k);
+  sb_printf(s, "%s", word);
+}
+
+static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
+{
+  char a[32], b[32];
+  switch (sp->kind) {
+  case CASE_FIXED:
+    if (sp->lo != dflt) {
+      sb_key(s, k);
+      sb_printf(s, "%lld", (long long)sp->lo);
+    }
+    return;
+  case CASE_RANGE:
+    sb_key(s, k);
+    sb_printf(s, "%lld..%lld", (long long)sp->lo, (long long)sp->hi);
+    return;
+  case CASE_LIST:
+    sb_key(s, k);
+    for (int64_t i = 0; i < sp->count; i++)
+      sb_printf(s, "%s%lld", i ? "," : "", (long long)sp->list[i]);
+    return;
+  case CASE_NORMAL:
+    fmt_num(sp->mu, a);
+    fmt_num(sp->sigma, b);
+    sb_key(s, k);
+    sb_printf(s, "normal:%s,%s", a, b);
+    return;
+  }
+}
+
+int case_format(const tbe_case *c, char *buf, size_t n)
+{
+  sbuf s = {buf, n, 0};
+  if (n)
+    buf[0] = '\0';
+  char num[32];
+  if (c->T != 1) {
+    sb_key(&s, K_T);
+    sb_printf(&s, "%d", c->T);
+  }
+  if (c->B.kind == CASE_LIST) {
+    sb_key(&s, K_B);
+    for (int32_t t = 0; t < c->T; t++)
+      for (int32_t r = 0; r < c->R; r++)
+        sb_printf(&s, "%s%lld", r ? "/" : t ? "," : "", (long long)c->B.list[t * c->R + r]);
+  } else {
+    sb_spec(&s, K_B, &c->B, DEFAULT_B);
+  }
+  if (c->R != 1) {
+    sb_key(&s, K_R);
+    sb_printf(&s, "%d", c->R);
+  }
+  if (c->vbe)
+    sb_word(&s, K_VBE, "1");
+  sb_spec(&s, K_E, &c->E, DEFAULT_E);
+  sb_spec(&s, K_D, &c->D, DEFAULT_D);
+  int identity = 1;
+  for (int32_t t = 0; t < c->T; t++)
+    identity &= c->map[t] == t;
+  if (!identity) {
+    sb_key(&s, K_MAP);
+    for (int32_t t = 0; t < c->T; t++)
+      sb_printf(&s, "%s%d", t ? "," : "", c->map[t]);
+  }
+  sb_spec(&s, K_L, &c->L, DEFAULT_L);
+  if (c->dist == CASE_DIST_ZIPF) {
+    fmt_num(c->alpha, num);
+    sb_key(&s, K_DIST);
+    sb_printf(&s, "zipf:%s", num);
+  }
+  if (c->num_hot) {
+    sb_key(&s, K_HOT);
+    for (int32_t i = 0; i < c->num_hot; i++)
+      sb_printf(&s, "%s%d:%lld:%lld", i ? "," : "", c->hot[i].table, (long long)c->hot[i].row,
+                (long long)c->hot[i].sl);
+  }
+  if (c->wdtype != TBE_FP32)
+    sb_word(&s, K_WDTYPE, dtype_words[c->wdtype]);
+  if (c->out != TBE_FP32)
+    sb_word(&s, K_OUT, dtype_words[c->out]);
+  if (c->idx != TBE_I64)
+    sb_word(&s, K_IDX, itype_words[c->idx]);
+  if (c->pool != TBE_POOL_SUM)
+    sb_word(&s, K_POOL, pool_words[c->pool]);
+  if (c->weighted)
+    sb_word(&s, K_WEIGHTED, "1");
+  if (c->invalid != 0) {
+    fmt_num(c->invalid, num);
+    sb_word(&s, K_INVALID, num);
+  }
+  if (c->invalid_kind != CASE_INVALID_PAST)
+    sb_word(&s, K_INVALID_KIND, invalid_words[c->invalid_kind]);
+  int first = 1;
+  for (int k = 0; k < CASE_CORRUPT_KINDS; k++) {
+    if (!c->corrupt[k])
+      continue;
+    if (first)
+      sb_key(&s, K_CORRUPT);
+    sb_printf(&s, "%s%s", first ? "" : ",", corrupt_words[k]);
+    if (c->corrupt[k] != 1)
+      sb_printf(&s, ":%lld", (long long)c->corrupt[k]);
+    first = 0;
+  }
+  if (c->bounds != TBE_BOUNDS_WARNING)
+    sb_word(&s, K_BOUNDS, bounds_words[c->bounds]);
+  if (c->seed != 1) {
+    sb_key(&s, K_SEED);
+    sb_printf(&s, "%llu", (unsigned long long)c->seed);
+  }
+  return (int)s.len;
+}
+
+/* ------------------------------------------------------------------ equality */
+
+static int spec_equal(const case_spec *a, const case_spec *b)
+{
+  if (a->kind != b->kind || a->lo != b->lo || a->hi != b->hi || a->count != b->count ||
+      a->mu != b->mu || a->sigma != b->sigma)
+    return 0;
+  return a->kind != CASE_LIST ||
+         memcmp(a->list, b->list, sizeof *a->list * (size_t)a->count) == 0;
+}
+
+int case_equal(const tbe_case *a, const tbe_case *b)
+{
+  if (a->T != b->T || a->R != b->R || a->vbe != b->vbe || a->num_tables != b->num_tables ||
+      !spec_equal(&a->B, &b->B) || !spec_equal(&a->E, &b->E) || !spec_equal(&a->D, &b->D) ||
+      !spec_equal(&a->L, &b->L) || a->dist != b->dist || a->alpha != b->alpha ||
+      a->num_hot != b->num_hot || a->wdtype != b->wdtype || a->out != b->out ||
+      a->idx != b->idx || a->pool != b->pool || a->weighted != b->weighted ||
+      a->invalid != b->invalid || a->invalid_kind != b->invalid_kind ||
+      a->bounds != b->bounds || a->seed != b->seed ||
+      memcmp(a->corrupt, b->corrupt, sizeof a->corrupt) != 0 ||
+      memcmp(a->map, b->map, sizeof *a->map * (size_t)a->T) != 0)
+    return 0;
+  for (int32_t i = 0; i < a->num_hot; i++)
+    if (a->hot[i].table != b->hot[i].table || a->hot[i].row != b->hot[i].row ||
+        a->hot[i].sl != b->hot[i].sl)
+      return 0;
+  return 1;
+}
+
+/* ------------------------------------------------------------------ .cases files */
+
+void case_list_free(case_list *l)
+{
+  for (int i = 0; i < l->count; i++) {
+    free(l->lines[i].text);
+    free(l->lines[i].comment);
+  }
+  free(l->lines);
+  memset(l, 0, sizeof *l);
+}
+
+/* A malloc'd copy of [s, e) without leading and trailing white space, or NULL. */
+static char *dup_trimmed(const char *s, const char *e)
+{
+  while (s < e && isspace((unsigned char)*s))
+    s++;
+  while (e > s && isspace((unsigned char)e[-1]))
+    e--;
+  char *d = malloc((size_t)(e - s) + 1);
+  if (d) {
+    memcpy(d, s, (size_t)(e - s));
+    d[e - s] = '\0';
+  }
+  return d;
+}
+
+/* Appends the case on [s, e) (one line) to l unless it is blank or only a comment. */
+static tbe_status add_line(case_list *l, int *cap, const char *s, const char *e, int line)
+{
+  const char *hash = memchr(s, '#', (size_t)(e - s));
+  char *text = dup_trimmed(s, hash ? hash : e);
+  char *comment = dup_trimmed(hash ? hash + 1 : e, e);
+  if (text && comment && !text[0]) {
+    free(text);
+    free(comment);
+    return tbe_ok();
+  }
+  if (text && comment && l->count == *cap) {
+    int ncap = *cap ? 2 * *cap : 64;
+    case_line *nl = realloc(l->lines, sizeof *nl * (size_t)ncap);
+    if (nl) {
+      l->lines = nl;
+      *cap = ncap;
+    }
+  }
+  if (!text || !comment || l->count == *cap) {
+    free(text);
+    free(comment);
+    return tbe_error(TBE_ENOMEM, "cases", line, "out of memory reading line %d", line);
+  }
+  l->lines[l->count++] = (case_line){text, comment, line};
+  return tbe_ok();
+}
+
+tbe_status case_file_read(const char *path, case_list *out)
+{
+  memset(out, 0, sizeof *out);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return tbe_error(TBE_EIO, path, -1, "cannot open %s: %s", path, strerror(errno));
+  char *data = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len == cap) {
+      size_t ncap = cap ? 2 * cap : 65536;
+      char *nd = ncap > cap ? realloc(data, ncap) : NULL;
+      if (!nd) {
+        free(data);
+        fclose(f);
+        return tbe_error(TBE_ENOMEM, path, -1, "out of memory reading %s", path);
+      }
+      data = nd;
+      cap = ncap;
+    }
+    size_t got = fread(data + len, 1, cap - len, f);
+    len += got;
+    if (got == 0)
+      break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    free(data);
+    return tbe_error(TBE_EIO, path, -1, "cannot read %s", path);
+  }
+  tbe_status st = tbe_ok();
+  int lcap = 0, line = 1;
+  for (size_t i = 0; i < len && !st.code; line++) {
+    const char *s = data + i, *nl = memchr(s, '\n', len - i);
+    const char *e = nl ? nl : data + len;
+    st = add_line(out, &lcap, s, e, line);
+    i = (size_t)(e - data) + 1;
+  }
+  free(data);
+  if (st.code)
+    case_list_free(out);
+  return st;
+}

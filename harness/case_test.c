@@ -1,0 +1,316 @@
+/* case_test.c: the case language: canonical round trips, every error path (each naming its key),
+ * random cases, mutated texts, .cases files. Not the generator's tests (gen_test.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case.h"
+#include "prng.h"
+#include "test_util.h"
+
+#define BUF 8192
+
+/* text parses and prints as `canonical`, which parses to an equal case and prints unchanged */
+static void check_canonical(const char *text, const char *canonical)
+{
+  tbe_case *a = NULL, *b = NULL;
+  tbe_status st = case_parse(text, &a);
+  CHECK(st.code == TBE_OK && a, "'%s' does not parse: %s: %s", text, st.field, st.message);
+  if (!a)
+    return;
+  char buf[BUF], buf2[BUF];
+  int n = case_format(a, buf, sizeof buf);
+  CHECK(n == (int)strlen(buf), "'%s': case_format returned %d for '%s'", text, n, buf);
+  CHECK(strcmp(buf, canonical) == 0, "'%s' prints as '%s', expected '%s'", text, buf, canonical);
+  st = case_parse(buf, &b);
+  CHECK(st.code == TBE_OK && b, "canonical '%s' does not parse: %s", buf, st.message);
+  if (b) {
+    CHECK(case_equal(a, b), "'%s' and its canonical '%s' differ", text, buf);
+    case_format(b, buf2, sizeof buf2);
+    CHECK(strcmp(buf, buf2) == 0, "format is not idempotent: '%s' then '%s'", buf, buf2);
+  }
+  case_free(a);
+  case_free(b);
+}
+
+/* text fails with TBE_EINVAL naming `field`, and leaves *out NULL */
+static void check_error(const char *text, const char *field)
+{
+  tbe_case *c = (tbe_case *)&c; /* not NULL, so the test sees case_parse clear it */
+  tbe_status st = case_parse(text, &c);
+  CHECK(st.code == TBE_EINVAL, "'%s' should fail (field %s) but gave %s", text, field,
+        tbe_code_name(st.code));
+  CHECK(c == NULL, "'%s' failed but left a case", text);
+  CHECK(strcmp(st.field, field) == 0, "'%s' names field '%s', expected '%s' (%s)", text,
+        st.field, field, st.message);
+  CHECK(strlen(st.message) > 10, "'%s': message too short: '%s'", text, st.message);
+  if (st.code == TBE_OK)
+    case_free(c);
+}
+
+static void test_canonical(void)
+{
+  check_canonical("", "");
+  check_canonical("   # only a comment", "");
+  check_canonical("seed=1 B=4 T=1 vbe=0 E=1000 D=64 L=4 dist=uniform wdtype=fp32 out=fp32 "
+                  "idx=int64 pool=sum weighted=0 invalid=0 invalid_kind=past bounds=warning",
+                  "");
+  check_canonical("seed=7 D=16 T=4 B=512  L=20\tE=100", "T=4 B=512 E=100 D=16 L=20 seed=7");
+  check_canonical("T=2 E=5,5 D=8..8", "T=2 E=5 D=8");
+  check_canonical("T=2 E=5,6 D=8..9", "T=2 E=5,6 D=8..9");
+  check_canonical("E=007", "E=7");
+  check_canonical("vbe=1 B=1/2,3/1", "T=2 B=1/2,3/1 R=2 vbe=1");
+  check_canonical("vbe=1 B=1/2,3/1 R=2 T=2", "T=2 B=1/2,3/1 R=2 vbe=1");
+  check_canonical("B=3,3 vbe=1", "T=2 B=3 vbe=1");
+  check_canonical("B=0..3 vbe=1 R=3 T=2", "T=2 B=0..3 R=3 vbe=1");
+  check_canonical("B=2..2 vbe=1 R=1", "B=2 vbe=1");
+  check_canonical("vbe=1 B=5", "B=5 vbe=1");
+  check_canonical("map=0,1,0 E=10,20 D=4", "T=3 E=10,20 D=4 map=0,1,0");
+  check_canonical("map=0,1", "T=2");
+  check_canonical("map=0,0,0", "T=3 map=0,0,0");
+  check_canonical("map=2,0 D=8,16,32", "T=2 D=8,16,32 map=2,0");
+  check_canonical("L=normal:3,0", "L=3");
+  check_canonical("L=normal:-1,0", "L=0");
+  check_canonical("L=normal:2.5,1.50", "L=normal:2.5,1.5");
+  check_canonical("L=normal:1e1,3e-1", "L=normal:10,0.3");
+  check_canonical("L=0..30", "L=0..30");
+  check_canonical("L=4..4", "");
+  check_canonical("dist=zipf:1.10", "dist=zipf:1.1");
+  check_canonical("dist=zipf:+0.1", "dist=zipf:0.1");
+  check_canonical("hot=0:5:3,0:2:1", "hot=0:2:1,0:5:3");
+  check_canonical("T=2 hot=1:7:1000000,0:999:1", "T=2 hot=0:999:1,1:7:1000000");
+  check_canonical("invalid=0.50 invalid_kind=negative", "invalid=0.5 invalid_kind=negative");
+  check_canonical("invalid=0 invalid_kind=mix", "");
+  check_canonical("invalid=-0", "");
+  check_canonical("invalid=1e-3", "invalid=0.001");
+  check_canonical("invalid=0.1000000000000000055511151231257827", "invalid=0.1");
+  check_canonical("invalid=0.30000000000000004", "invalid=0.30000000000000004");
+  check_canonical("corrupt=wrong_last,negative:1,past_end:3",
+                  "corrupt=negative,past_end:3,wrong_last");
+  check_canonical("bounds=none invalid=0.5 invalid_kind=pruned",
+                  "invalid=0.5 invalid_kind=pruned bounds=none");
+  check_canonical("seed=18446744073709551615", "seed=18446744073709551615");
+  check_canonical("seed=0", "seed=0");
+  check_canonical("pool=none T=3 map=0,1,0 D=8,8", "T=3 D=8 map=0,1,0 pool=none");
+  check_canonical("pool=none T=2 map=0,0 D=8..16", "T=2 D=8..16 map=0,0 pool=none");
+  check_canonical("idx=int32 E=2147483647", "E=2147483647 idx=int32");
+  check_canonical("wdtype=bf16 out=fp16 idx=int32 pool=mean", "wdtype=bf16 out=fp16 idx=int32 "
+                  "pool=mean");
+  check_canonical("weighted=1 pool=sum", "weighted=1");
+  check_canonical("T=2 B=8 corrupt=decreasing:2 bounds=fatal # trailing comment",
+                  "T=2 B=8 corrupt=decreasing:2 bounds=fatal");
+}
+
+static void test_errors(void)
+{
+  static const struct {
+    const char *text, *field;
+  } cases[] = {
+    {"X=1", "X"}, {"T", "T"}, {"T=", "T"}, {"=5", ""}, {"T=1 T=2", "T"}, {"T=0", "T"},
+    {"T=4097", "T"}, {"T=abc", "T"}, {"T=-1", "T"}, {"T=+1", "T"},
+    {"T=99999999999999999999999", "T"}, {"T=1\x01", "T"}, {"t=1", "t"},
+    {"B=-1", "B"}, {"B=1..2", "B"}, {"B=1,2", "B"}, {"B=1/2", "B"}, {"vbe=1 B=3..1", "B"},
+    {"vbe=1 B=1/2,3", "B"}, {"vbe=1 B=1,2 T=3", "B"}, {"vbe=1 B=1/2 R=3", "B"},
+    {"vbe=1 B=1,,2", "B"}, {"B=2147483648", "B"}, {"vbe=1 B=1..x", "B"},
+    {"R=2", "R"}, {"R=1", "R"}, {"vbe=1 R=0", "R"}, {"vbe=1 R=1025", "R"},
+    {"vbe=2", "vbe"}, {"vbe=yes", "vbe"},
+    {"E=0", "E"}, {"E=1,2", "E"}, {"E=1099511627777", "E"}, {"E=5..2", "E"}, {"T=3 E=1,,2", "E"},
+    {"E=1.5", "E"}, {"E=", "E"}, {"E=1..", "E"},
+    {"D=0", "D"}, {"D=2049", "D"}, {"T=2 D=1,2,3", "D"}, {"D=0..4", "D"},
+    {"map=0,1 T=3", "map"}, {"map=4096", "map"}, {"map=a", "map"}, {"map=", "map"},
+    {"map=0,-1", "map"},
+    {"L=-1", "L"}, {"L=normal:1", "L"}, {"L=normal:1,-1", "L"}, {"L=normal:x,1", "L"},
+    {"L=3..1", "L"}, {"L=normal:1,2,3", "L"}, {"L=normal:1e10,1", "L"}, {"L=normal:", "L"},
+    {"dist=zipf:0", "dist"}, {"dist=zipf", "dist"}, {"dist=zipf:-1", "dist"},
+    {"dist=normal", "dist"}, {"dist=zipf:nan", "dist"}, {"dist=zipf:inf", "dist"},
+    {"dist=zipf:0x1p1", "dist"}, {"dist=zipf:101", "dist"}, {"dist=zipf:1e", "dist"},
+    {"hot=1:0:1", "hot"}, {"hot=0:1000:1", "hot"}, {"hot=0:0:0", "hot"}, {"hot=0:0", "hot"},
+    {"hot=0:1:1,0:1:2", "hot"}, {"hot=0:0:1:1", "hot"}, {"E=2..9 hot=0:9:1", "hot"},
+    {"hot=", "hot"},
+    {"wdtype=fp64", "wdtype"}, {"out=f16", "out"}, {"idx=int16", "idx"}, {"pool=max", "pool"},
+    {"weighted=1 pool=mean", "weighted"}, {"weighted=1 pool=none", "weighted"},
+    {"weighted=2", "weighted"},
+    {"pool=none vbe=1", "pool"}, {"pool=none T=2 D=8,16", "pool"},
+    {"pool=none T=2 D=8..16", "pool"}, {"pool=none T=3 map=0,1,2 D=8,8,9", "pool"},
+    {"invalid=1.5", "invalid"}, {"invalid=-0.1", "invalid"}, {"invalid=abc", "invalid"},
+    {"invalid=.", "invalid"}, {"invalid_kind=wrong", "invalid_kind"},
+    {"corrupt=bogus", "corrupt"}, {"corrupt=negative:0", "corrupt"},
+    {"corrupt=negative,negative:2", "corrupt"}, {"corrupt=wrong_last:2", "corrupt"},
+    {"corrupt=", "corrupt"}, {"corrupt=negative:1:2", "corrupt"}, {"corrupt=,", "corrupt"},
+    {"bounds=none invalid=0.1", "bounds"}, {"bounds=none invalid=0.1 invalid_kind=mix", "bounds"},
+    {"bounds=none invalid=1 invalid_kind=negative", "bounds"},
+    {"bounds=none corrupt=negative", "bounds"}, {"bounds=strict", "bounds"},
+    {"seed=18446744073709551616", "seed"}, {"seed=-1", "seed"}, {"seed=1.5", "seed"},
+    {"idx=int32 E=2147483648", "idx"}, {"idx=int32 E=1..3000000000", "idx"},
+    {"idx=int32 T=2 E=5,2147483648", "idx"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_error(cases[i].text, cases[i].field);
+}
+
+static void test_format_truncation(void)
+{
+  tbe_case *c = NULL;
+  case_parse("T=3 B=5 E=10,20,30 seed=99", &c);
+  char full[BUF], small[8];
+  int n = case_format(c, full, sizeof full);
+  int m = case_format(c, small, sizeof small);
+  CHECK(n == m && n == (int)strlen(full), "lengths %d %d", n, m);
+  CHECK(strlen(small) == sizeof small - 1 && strncmp(small, full, sizeof small - 1) == 0,
+        "truncated '%s' of '%s'", small, full);
+  CHECK(case_format(c, NULL, 0) == n, "length with no buffer");
+  CHECK(case_bounds(c) == TBE_BOUNDS_WARNING && case_seed(c) == 99, "accessors");
+  case_free(c);
+}
+
+/* random valid cases: parse, canonical round trip */
+static void test_random_cases(void)
+{
+  char text[BUF], canon[BUF];
+  int keys_seen[8] = {0};
+  for (uint64_t i = 0; i < 3000; i++) {
+    int n = case_random(5, i, text, sizeof text);
+    CHECK(n > 0 && n < BUF, "case_random length %d", n);
+    tbe_case *c = NULL;
+    tbe_status st = case_parse(text, &c);
+    CHECK(st.code == TBE_OK, "random case %llu '%s': %s: %s", (unsigned long long)i, text,
+          st.field, st.message);
+    if (!c)
+      continue;
+    case_format(c, canon, sizeof canon);
+    check_canonical(text, canon);
+    check_canonical(canon, canon);
+    const char *words[8] = {"vbe=1", "weighted=1", "map=", "pool=none", "invalid=", "corrupt=",
+                            "hot=", "bounds=none"};
+    for (int k = 0; k < 8; k++)
+      keys_seen[k] += strstr(canon, words[k]) != NULL;
+    case_free(c);
+  }
+  for (int k = 0; k < 8; k++)
+    CHECK(keys_seen[k] > 30, "random cases rarely draw key %d (%d times)", k, keys_seen[k]);
+  char a[BUF], b[BUF];
+  case_random(5, 17, a, sizeof a);
+  case_random(5, 17, b, sizeof b);
+  CHECK(strcmp(a, b) == 0, "case_random is not a function of (seed, index)");
+  case_random(6, 17, b, sizeof b);
+  CHECK(strcmp(a, b) != 0, "case_random ignores its seed");
+}
+
+/* mutated texts: parse must never crash, and whatever it accepts must round-trip */
+static void test_mutations(void)
+{
+  static const char alphabet[] = "0123456789.,:/=-+ #eTBREDLxabcdfgimnoprstuvwz\t\x80";
+  char text[BUF], canon[BUF];
+  uint64_t key = prng_key(11, 3);
+  int accepted = 0;
+  for (uint64_t i = 0; i < 20000; i++) {
+    int n = case_random(9, i / 4, text, sizeof text - 64);
+    for (uint64_t m = 0; m < 1 + prng_at(key, 4 * i) % 4; m++) {
+      uint64_t x = prng_at(key, 4 * i + 1 + m);
+      int pos = (int)prng_below(x, (uint64_t)n + 1);
+      char ch = alphabet[(x >> 32) % (sizeof alphabet - 1)];
+      switch ((x >> 60) % 3) {
+      case 0: /* replace */
+        if (pos < n)
+          text[pos] = ch;
+        break;
+      case 1: /* insert */
+        memmove(text + pos + 1, text + pos, (size_t)(n - pos) + 1);
+        text[pos] = ch;
+        n++;
+        break;
+      default: /* delete */
+        if (pos < n) {
+          memmove(text + pos, text + pos + 1, (size_t)(n - pos));
+          n--;
+        }
+      }
+    }
+    tbe_case *c = NULL;
+    tbe_status st = case_parse(text, &c);
+    CHECK((st.code == TBE_OK) == (c != NULL), "status and result disagree on '%s'", text);
+    CHECK(st.code == TBE_OK || st.code == TBE_EINVAL, "'%s' gave %s", text,
+          tbe_code_name(st.code));
+    if (c) {
+      accepted++;
+      case_format(c, canon, sizeof canon);
+      check_canonical(canon, canon);
+      case_free(c);
+    }
+  }
+  CHECK(accepted > 300 && accepted < 19000, "mutations accepted %d of 20000", accepted);
+}
+
+static void test_file_read(void)
+{
+  char path[] = "/tmp/case_test_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp");
+  FILE *f = fdopen(fd, "w");
+  fputs("# header comment\n\nT=2 B=3   # two features\r\n   \n  E=5#no space\nL=1\n# end", f);
+  fclose(f);
+  case_list l;
+  tbe_status st = case_file_read(path, &l);
+  CHECK(st.code == TBE_OK, "read: %s", st.message);
+  CHECK(l.count == 3, "%d cases", l.count);
+  if (l.count == 3) {
+    CHECK(strcmp(l.lines[0].text, "T=2 B=3") == 0 && l.lines[0].line == 3 &&
+              strcmp(l.lines[0].comment, "two features") == 0,
+          "line 0: '%s' '%s' %d", l.lines[0].text, l.lines[0].comment, l.lines[0].line);
+    CHECK(strcmp(l.lines[1].text, "E=5") == 0 && strcmp(l.lines[1].comment, "no space") == 0 &&
+              l.lines[1].line == 5,
+          "line 1");
+    CHECK(strcmp(l.lines[2].text, "L=1") == 0 && strcmp(l.lines[2].comment, "") == 0 &&
+              l.lines[2].line == 6,
+          "line 2");
+  }
+  case_list_free(&l);
+  remove(path);
+  st = case_file_read("/nonexistent/x.cases", &l);
+  CHECK(st.code == TBE_EIO && strstr(st.message, "/nonexistent/x.cases"), "missing file: %s",
+        st.message);
+}
+
+/* every line of the shipped .cases files parses, is written canonically and says why */
+static void test_case_files(void)
+{
+  const char *files[] = {"smoke.cases", "edge.cases", "slow.cases"};
+  for (int i = 0; i < 3; i++) {
+    char path[1024], canon[BUF];
+    snprintf(path, sizeof path, "%s/%s", CASES_DIR, files[i]);
+    case_list l;
+    tbe_status st = case_file_read(path, &l);
+    CHECK(st.code == TBE_OK, "%s: %s", path, st.message);
+    CHECK(l.count > 1, "%s has %d cases", files[i], l.count);
+    for (int k = 0; k < l.count; k++) {
+      tbe_case *c = NULL;
+      st = case_parse(l.lines[k].text, &c);
+      CHECK(st.code == TBE_OK, "%s:%d: '%s': %s: %s", files[i], l.lines[k].line,
+            l.lines[k].text, st.field, st.message);
+      CHECK(l.lines[k].comment[0], "%s:%d has no comment saying why", files[i], l.lines[k].line);
+      if (!c)
+        continue;
+      case_format(c, canon, sizeof canon);
+      CHECK(strcmp(canon, l.lines[k].text) == 0, "%s:%d is not canonical; write '%s'",
+            files[i], l.lines[k].line, canon);
+      for (int m = 0; m < k; m++)
+        CHECK(strcmp(l.lines[m].text, l.lines[k].text) != 0, "%s:%d repeats line %d", files[i],
+              l.lines[k].line, l.lines[m].line);
+      case_free(c);
+    }
+    case_list_free(&l);
+  }
+}
+
+int main(void)
+{
+  test_canonical();
+  test_errors();
+  test_format_truncation();
+  test_random_cases();
+  test_mutations();
+  test_file_read();
+  test_case_files();
+  return TEST_MAIN_RESULT();
+}
