@@ -116,8 +116,8 @@ static void test_pinned(void)
 static void test_threads(void)
 {
   const char *texts[] = {
-    "T=3 B=300 E=5000 D=64,32,16 L=0..40 dist=zipf:1.05 wdtype=fp16 weighted=1 "
-    "hot=1:17:300 invalid=0.05 invalid_kind=mix",
+    ("T=3 B=300 E=5000 D=64,32,16 L=0..40 dist=zipf:1.05 wdtype=fp16 weighted=1 "
+     "hot=1:17:300 invalid=0.05 invalid_kind=mix"),
     "B=100 vbe=1 R=4 T=2 E=70000 D=128 L=normal:30,10 wdtype=bf16 idx=int32",
     "B=2000 E=100000 D=16 L=10",
   };
