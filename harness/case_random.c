@@ -56,11 +56,14 @@ static void append(rcase *r, int i, const char *fmt, ...)
 static const int64_t E_values[] = {1, 2, 3, 5, 10, 17, 100, 257, 1000};
 static const int64_t D_values[] = {1, 2, 3, 4, 8, 16, 31, 32, 33, 64, 128};
 
-/* A per-table E or D token: one value, a range or a list; *min_v receives each table's least
- * possible value. */
+/* A per-table E or D token: one value, a range or a list; min_v (if not NULL) receives each
+ * table's least possible value. */
 static void add_table_spec(rcase *r, const char *key, const int64_t *vals, int nvals,
                            int32_t tables, int64_t *min_v)
 {
+  int64_t ignored[8];
+  if (!min_v)
+    min_v = ignored;
   int form = (int)rnd(r, 4);
   if (form <= 1 || tables == 1) {
     int64_t v = pick(r, vals, nvals);
@@ -143,7 +146,7 @@ int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
     fixed_bags = B;
   }
 
-  int64_t E_min[8], D_min[8];
+  int64_t E_min[8];
   if (pool != TBE_POOL_NONE && chance(&r, 5)) { /* widest rows, few of them */
     E_min[0] = 1 + rnd(&r, 3);
     for (int32_t j = 1; j < tables; j++)
@@ -155,7 +158,7 @@ int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
     if (pool == TBE_POOL_NONE)
       add(&r, "D=%lld", (long long)pick(&r, D_values, 11));
     else
-      add_table_spec(&r, "D", D_values, 11, tables, D_min);
+      add_table_spec(&r, "D", D_values, 11, tables, NULL);
   }
 
   int64_t fixed_L = -1;
