@@ -8,9 +8,17 @@
 
 #include "tbe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Finds a usable CUDA device. On success writes "name (sm_XY, N MiB)" into desc; returns
  * TBE_ENODEV with the reason in the message when there is none (no driver, no device, or a
  * build without CUDA). */
 tbe_status gpu_probe(char *desc, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

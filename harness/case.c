@@ -26,7 +26,7 @@
  *   corrupt=KIND[:COUNT],... [none]  KIND negative|decreasing|past_end|wrong_last, COUNT
  *                        1..2^31-1 (wrong_last: 1), each at distinct offset entries
  *   bounds=fatal|warning|ignore|none [warning]
- *   seed=INT [1]         0..2^64-1
+ *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty
  * Rules between keys (the error names the key after the colon): pool=mean or none with
  * weighted=1: weighted; pool=none with vbe=1, or with different D among the features: pool;
  * bounds=none with corrupt, or invalid > 0 of a kind other than pruned: bounds; a B range or
@@ -932,10 +932,9 @@ int case_format(const tbe_case *c, char *buf, size_t n)
   }
   if (c->bounds != TBE_BOUNDS_WARNING)
     sb_word(&s, K_BOUNDS, bounds_words[c->bounds]);
-  if (c->seed != 1) {
-    sb_key(&s, K_SEED);
-    sb_printf(&s, "%llu", (unsigned long long)c->seed);
-  }
+  /* the seed is always printed, so no canonical text is empty */
+  sb_key(&s, K_SEED);
+  sb_printf(&s, "%llu", (unsigned long long)c->seed);
   return (int)s.len;
 }
 

@@ -51,55 +51,54 @@ static void check_error(const char *text, const char *field)
 
 static void test_canonical(void)
 {
-  check_canonical("", "");
-  check_canonical("   # only a comment", "");
+  check_canonical("", "seed=1");
+  check_canonical("   # only a comment", "seed=1");
   check_canonical("seed=1 B=4 T=1 vbe=0 E=1000 D=64 L=4 dist=uniform wdtype=fp32 out=fp32 "
-                  "idx=int64 pool=sum weighted=0 invalid=0 invalid_kind=past bounds=warning",
-                  "");
+                  "idx=int64 pool=sum weighted=0 invalid=0 invalid_kind=past bounds=warning", "seed=1");
   check_canonical("seed=7 D=16 T=4 B=512  L=20\tE=100", "T=4 B=512 E=100 D=16 L=20 seed=7");
-  check_canonical("T=2 E=5,5 D=8..8", "T=2 E=5 D=8");
-  check_canonical("T=2 E=5,6 D=8..9", "T=2 E=5,6 D=8..9");
-  check_canonical("E=007", "E=7");
-  check_canonical("vbe=1 B=1/2,3/1", "T=2 B=1/2,3/1 R=2 vbe=1");
-  check_canonical("vbe=1 B=1/2,3/1 R=2 T=2", "T=2 B=1/2,3/1 R=2 vbe=1");
-  check_canonical("B=3,3 vbe=1", "T=2 B=3 vbe=1");
-  check_canonical("B=0..3 vbe=1 R=3 T=2", "T=2 B=0..3 R=3 vbe=1");
-  check_canonical("B=2..2 vbe=1 R=1", "B=2 vbe=1");
-  check_canonical("vbe=1 B=5", "B=5 vbe=1");
-  check_canonical("map=0,1,0 E=10,20 D=4", "T=3 E=10,20 D=4 map=0,1,0");
-  check_canonical("map=0,1", "T=2");
-  check_canonical("map=0,0,0", "T=3 map=0,0,0");
-  check_canonical("map=2,0 D=8,16,32", "T=2 D=8,16,32 map=2,0");
-  check_canonical("L=normal:3,0", "L=3");
-  check_canonical("L=normal:-1,0", "L=0");
-  check_canonical("L=normal:2.5,1.50", "L=normal:2.5,1.5");
-  check_canonical("L=normal:1e1,3e-1", "L=normal:10,0.3");
-  check_canonical("L=0..30", "L=0..30");
-  check_canonical("L=4..4", "");
-  check_canonical("dist=zipf:1.10", "dist=zipf:1.1");
-  check_canonical("dist=zipf:+0.1", "dist=zipf:0.1");
-  check_canonical("hot=0:5:3,0:2:1", "hot=0:2:1,0:5:3");
-  check_canonical("T=2 hot=1:7:1000000,0:999:1", "T=2 hot=0:999:1,1:7:1000000");
-  check_canonical("invalid=0.50 invalid_kind=negative", "invalid=0.5 invalid_kind=negative");
-  check_canonical("invalid=0 invalid_kind=mix", "");
-  check_canonical("invalid=-0", "");
-  check_canonical("invalid=1e-3", "invalid=0.001");
-  check_canonical("invalid=0.1000000000000000055511151231257827", "invalid=0.1");
-  check_canonical("invalid=0.30000000000000004", "invalid=0.30000000000000004");
+  check_canonical("T=2 E=5,5 D=8..8", "T=2 E=5 D=8 seed=1");
+  check_canonical("T=2 E=5,6 D=8..9", "T=2 E=5,6 D=8..9 seed=1");
+  check_canonical("E=007", "E=7 seed=1");
+  check_canonical("vbe=1 B=1/2,3/1", "T=2 B=1/2,3/1 R=2 vbe=1 seed=1");
+  check_canonical("vbe=1 B=1/2,3/1 R=2 T=2", "T=2 B=1/2,3/1 R=2 vbe=1 seed=1");
+  check_canonical("B=3,3 vbe=1", "T=2 B=3 vbe=1 seed=1");
+  check_canonical("B=0..3 vbe=1 R=3 T=2", "T=2 B=0..3 R=3 vbe=1 seed=1");
+  check_canonical("B=2..2 vbe=1 R=1", "B=2 vbe=1 seed=1");
+  check_canonical("vbe=1 B=5", "B=5 vbe=1 seed=1");
+  check_canonical("map=0,1,0 E=10,20 D=4", "T=3 E=10,20 D=4 map=0,1,0 seed=1");
+  check_canonical("map=0,1", "T=2 seed=1");
+  check_canonical("map=0,0,0", "T=3 map=0,0,0 seed=1");
+  check_canonical("map=2,0 D=8,16,32", "T=2 D=8,16,32 map=2,0 seed=1");
+  check_canonical("L=normal:3,0", "L=3 seed=1");
+  check_canonical("L=normal:-1,0", "L=0 seed=1");
+  check_canonical("L=normal:2.5,1.50", "L=normal:2.5,1.5 seed=1");
+  check_canonical("L=normal:1e1,3e-1", "L=normal:10,0.3 seed=1");
+  check_canonical("L=0..30", "L=0..30 seed=1");
+  check_canonical("L=4..4", "seed=1");
+  check_canonical("dist=zipf:1.10", "dist=zipf:1.1 seed=1");
+  check_canonical("dist=zipf:+0.1", "dist=zipf:0.1 seed=1");
+  check_canonical("hot=0:5:3,0:2:1", "hot=0:2:1,0:5:3 seed=1");
+  check_canonical("T=2 hot=1:7:1000000,0:999:1", "T=2 hot=0:999:1,1:7:1000000 seed=1");
+  check_canonical("invalid=0.50 invalid_kind=negative", "invalid=0.5 invalid_kind=negative seed=1");
+  check_canonical("invalid=0 invalid_kind=mix", "seed=1");
+  check_canonical("invalid=-0", "seed=1");
+  check_canonical("invalid=1e-3", "invalid=0.001 seed=1");
+  check_canonical("invalid=0.1000000000000000055511151231257827", "invalid=0.1 seed=1");
+  check_canonical("invalid=0.30000000000000004", "invalid=0.30000000000000004 seed=1");
   check_canonical("corrupt=wrong_last,negative:1,past_end:3",
-                  "corrupt=negative,past_end:3,wrong_last");
+                  "corrupt=negative,past_end:3,wrong_last seed=1");
   check_canonical("bounds=none invalid=0.5 invalid_kind=pruned",
-                  "invalid=0.5 invalid_kind=pruned bounds=none");
+                  "invalid=0.5 invalid_kind=pruned bounds=none seed=1");
   check_canonical("seed=18446744073709551615", "seed=18446744073709551615");
   check_canonical("seed=0", "seed=0");
-  check_canonical("pool=none T=3 map=0,1,0 D=8,8", "T=3 D=8 map=0,1,0 pool=none");
-  check_canonical("pool=none T=2 map=0,0 D=8..16", "T=2 D=8..16 map=0,0 pool=none");
-  check_canonical("idx=int32 E=2147483647", "E=2147483647 idx=int32");
-  check_canonical("wdtype=bf16 out=fp16 idx=int32 pool=mean", "wdtype=bf16 out=fp16 idx=int32 "
-                  "pool=mean");
-  check_canonical("weighted=1 pool=sum", "weighted=1");
+  check_canonical("pool=none T=3 map=0,1,0 D=8,8", "T=3 D=8 map=0,1,0 pool=none seed=1");
+  check_canonical("pool=none T=2 map=0,0 D=8..16", "T=2 D=8..16 map=0,0 pool=none seed=1");
+  check_canonical("idx=int32 E=2147483647", "E=2147483647 idx=int32 seed=1");
+  check_canonical("wdtype=bf16 out=fp16 idx=int32 pool=mean",
+                  "wdtype=bf16 out=fp16 idx=int32 pool=mean seed=1");
+  check_canonical("weighted=1 pool=sum", "weighted=1 seed=1");
   check_canonical("T=2 B=8 corrupt=decreasing:2 bounds=fatal # trailing comment",
-                  "T=2 B=8 corrupt=decreasing:2 bounds=fatal");
+                  "T=2 B=8 corrupt=decreasing:2 bounds=fatal seed=1");
 }
 
 static void test_errors(void)

@@ -98,6 +98,15 @@ static void test_nan_inf(void)
   CHECK(r.violations == 2 && r.exact == 1, "NaN/Inf bound: %lld violations",
         (long long)r.violations);
   cmp_free(&r);
+
+  /* overflow: fp16 stores Inf from 65520 up; allowed only where exact + bound reaches it */
+  uint16_t h[2] = {0x7C00, 0x7C00};
+  double ex2[2] = {65519.0, 65400.0}, bd2[2] = {2.0, 100.0};
+  cmp_init(&r, CMP_BOUND, 4);
+  cmp_bound(&r, TBE_FP16, ex2, bd2, h, 2);
+  CHECK(r.violations == 1 && r.first[0].index == 1, "overflow rule: %lld violations",
+        (long long)r.violations);
+  cmp_free(&r);
 }
 
 static void test_ulp_distance_and_ints(void)

@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TBE_MAX_D 2048
 
 typedef enum { TBE_FP32 = 0, TBE_FP16 = 1, TBE_BF16 = 2 } tbe_dtype;
@@ -135,5 +139,9 @@ void tbe_batch_free(tbe_batch *b);
 
 /* Bytes of a checked product a*b (or SIZE_MAX on overflow): allocation sizes go through this. */
 size_t tbe_mul_size(size_t a, size_t b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
