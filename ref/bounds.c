@@ -22,23 +22,47 @@ static int bag_is_bad(const tbe_batch *b, int64_t total_B, int64_t i, int64_t *s
   return *start < 0 || *start > *end || *end > b->N;
 }
 
-static tbe_status fatal_offset(const tbe_batch *b, const tbe_layout *l, int64_t i, int64_t start,
-                               int64_t end)
+tbe_status ref_bounds_offender(const tbe_batch *b, const tbe_layout *l, int64_t bag,
+                               int64_t position)
 {
   tbe_status s;
-  if (i == l->total_B) {
-    s = tbe_error(TBE_EBOUNDS, "offsets", i, "last offset offsets[%lld] = %lld, expected N = %lld",
-                  (long long)i, (long long)start, (long long)b->N);
+  if (bag == l->total_B) {
+    int64_t last = tbe_iget(b->offsets, b->itype, bag);
+    s = tbe_error(TBE_EBOUNDS, "offsets", bag, "last offset offsets[%lld] = %lld, expected N = %lld",
+                  (long long)bag, (long long)last, (long long)b->N);
     s.feature = -1;
-  } else {
-    s = tbe_error(TBE_EBOUNDS, "offsets", i,
-                  "bag %lld (feature %d): start %lld, end %lld, N %lld: %s", (long long)i,
-                  l->bag_feature[i], (long long)start, (long long)end, (long long)b->N,
+    s.value = last;
+  } else if (bag >= 0) {
+    int64_t start, end;
+    bag_is_bad(b, l->total_B, bag, &start, &end);
+    s = tbe_error(TBE_EBOUNDS, "offsets", bag,
+                  "bag %lld (feature %d): start %lld, end %lld, N %lld: %s", (long long)bag,
+                  l->bag_feature[bag], (long long)start, (long long)end, (long long)b->N,
                   start < 0 ? "start < 0" : start > end ? "start > end" : "end > N");
-    s.feature = l->bag_feature[i];
+    s.feature = l->bag_feature[bag];
+    s.value = start;
+  } else {
+    /* the bag holding position: the last bag whose start is <= position (offsets are valid
+     * when an index is the first offender, so that bag's end is past it) */
+    int64_t lo = 0, hi = l->total_B - 1;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo + 1) / 2;
+      if (tbe_iget(b->offsets, b->itype, mid) <= position)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    int t = l->bag_feature[lo];
+    int64_t idx = tbe_iget(b->indices, b->itype, position);
+    s = tbe_error(TBE_EBOUNDS, "indices", position,
+                  "index %lld at position %lld (feature %d, bag %lld) is outside [0, %lld)",
+                  (long long)idx, (long long)position, t, (long long)lo,
+                  (long long)b->E[b->feature_table_map[t]]);
+    s.feature = t;
+    s.value = idx;
+    bag = lo;
   }
-  s.bag = i;
-  s.value = start;
+  s.bag = bag;
   return s;
 }
 
@@ -56,14 +80,14 @@ tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode m
     int64_t start, end;
     if (bag_is_bad(b, total_B, i, &start, &end)) {
       if (mode == TBE_BOUNDS_FATAL)
-        return fatal_offset(b, l, i, start, end);
+        return ref_bounds_offender(b, l, i, -1);
       bad_bags++;
     }
   }
   int64_t last = tbe_iget(b->offsets, b->itype, total_B);
   int last_bad = last != N;
   if (last_bad && mode == TBE_BOUNDS_FATAL)
-    return fatal_offset(b, l, total_B, last, N);
+    return ref_bounds_offender(b, l, total_B, -1);
 
   /* (2) repair: running clamp (a no-op on valid offsets) */
   if (mode != TBE_BOUNDS_FATAL) {
@@ -99,29 +123,8 @@ tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode m
         tbe_iset(b->indices, b->itype, p, 0);
     }
   }
-  if (invalid && mode == TBE_BOUNDS_FATAL) {
-    /* the bag holding first_bad: the last bag whose start is <= first_bad (offsets are valid
-     * here, so that bag's end is past first_bad even when empty bags precede it) */
-    int64_t lo = 0, hi = total_B - 1;
-    while (lo < hi) {
-      int64_t mid = lo + (hi - lo + 1) / 2;
-      if (tbe_iget(b->offsets, b->itype, mid) <= first_bad)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    int t = l->bag_feature[lo];
-    int64_t idx = tbe_iget(b->indices, b->itype, first_bad);
-    tbe_status s = tbe_error(TBE_EBOUNDS, "indices", first_bad,
-                             "index %lld at position %lld (feature %d, bag %lld) is outside "
-                             "[0, %lld)",
-                             (long long)idx, (long long)first_bad, t, (long long)lo,
-                             (long long)b->E[b->feature_table_map[t]]);
-    s.feature = t;
-    s.bag = lo;
-    s.value = idx;
-    return s;
-  }
+  if (invalid && mode == TBE_BOUNDS_FATAL)
+    return ref_bounds_offender(b, l, -1, first_bad);
   if (mode == TBE_BOUNDS_WARNING)
     *warnings = last_bad + bad_bags + invalid;
   return tbe_ok();

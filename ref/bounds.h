@@ -14,4 +14,10 @@
 tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                             int64_t *warnings);
 
+/* The FATAL status for an offender found by any engine: bag `bag` (0..total_B, total_B meaning
+ * the last offset) when bag >= 0, else the invalid index at `position`. b holds the inputs as
+ * given (FATAL repairs nothing), so every engine names an offender in the same words. */
+tbe_status ref_bounds_offender(const tbe_batch *b, const tbe_layout *l, int64_t bag,
+                               int64_t position);
+
 #endif

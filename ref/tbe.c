@@ -78,10 +78,10 @@ int64_t tbe_total_B(const tbe_batch *b)
 }
 
 /* Sizes are bounded so every product below stays far from int64 overflow: 2^40 rows per table,
- * 2^40 indices, 2^31 bags; the output is checked separately. */
+ * 2^40 indices, 2^31 - 2 bags; the output is checked separately. */
 #define MAX_ROWS (INT64_C(1) << 40)
 #define MAX_N (INT64_C(1) << 40)
-#define MAX_BAGS (INT64_C(1) << 31)
+#define MAX_BAGS ((INT64_C(1) << 31) - 2) /* total_B + 1 fits a CUB item count (int) */
 #define MAX_ELEMS (INT64_C(1) << 46)
 
 tbe_status tbe_batch_validate(const tbe_batch *b)
@@ -145,7 +145,7 @@ tbe_status tbe_batch_validate(const tbe_batch *b)
   }
   int64_t total_B = tbe_total_B(b);
   if (total_B > MAX_BAGS)
-    return tbe_error(TBE_ENOMEM, "B", -1, "%lld bags, more than 2^31", (long long)total_B);
+    return tbe_error(TBE_ENOMEM, "B", -1, "%lld bags, more than 2^31 - 2", (long long)total_B);
   if (b->N < 0 || b->N > MAX_N)
     return tbe_error(TBE_EINVAL, "indices", -1, "N is %lld, outside 0..2^40", (long long)b->N);
   if (b->itype == TBE_I32 && (b->N > INT32_MAX || total_B + 1 > INT32_MAX))
