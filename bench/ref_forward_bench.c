@@ -126,6 +126,9 @@ static double time_memcpy(char *dst, const char *src, int threads)
 
 int main(void)
 {
+#ifndef NDEBUG
+  printf("note: not a release build (NDEBUG unset); use the release preset for real numbers\n");
+#endif
   tbe_case *c;
   tbe_status s = case_parse(BENCH_CASE, &c);
   if (s.code != TBE_OK)

@@ -101,9 +101,10 @@ static void lookahead_step(lookahead *a)
   int64_t idx = tbe_iget(a->b->indices, a->b->itype, a->p++);
   if (idx == -1)
     return;
+  /* locality 2 (prefetcht1, into L2): a few percent faster than into L1 on the bench shape */
   uintptr_t row = (uintptr_t)(a->table + (size_t)idx * a->row_bytes);
   for (uintptr_t c = row & ~(uintptr_t)(CACHE_LINE - 1); c < row + a->row_bytes; c += CACHE_LINE)
-    __builtin_prefetch((const void *)c, 0, 3);
+    __builtin_prefetch((const void *)c, 0, 2);
 }
 
 /* Starts a cursor at the first position of bag `first`, PREFETCH_ROWS positions ahead. */
