@@ -7,6 +7,10 @@
 
 #include "tbe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Checks and, in WARNING and IGNORE modes, repairs b->offsets and b->indices in place.
  * *warnings receives the counter (WARNING), 0 otherwise. FATAL repairs nothing and returns
  * TBE_EBOUNDS naming the first offender; NONE does nothing. The batch must be validated and l
@@ -19,5 +23,9 @@ tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode m
  * given (FATAL repairs nothing), so every engine names an offender in the same words. */
 tbe_status ref_bounds_offender(const tbe_batch *b, const tbe_layout *l, int64_t bag,
                                int64_t position);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 
 #include "tbe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define REF_U32 0x1p-24 /* unit roundoff of fp32 */
 #define REF_U64 0x1p-53 /* unit roundoff of fp64 */
 
@@ -18,5 +22,9 @@ double ref_gamma(int64_t k, double u);
 /* Largest error of one round-to-nearest of a value of magnitude <= mag into dtype t:
  * u_t * mag + half the dtype's subnormal spacing (which covers the subnormal range). */
 double ref_store_error(tbe_dtype t, double mag);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 
 #include "tbe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Computes the forward output into out (l->out_elems elements of b->out_dtype; fp16/bf16 as
  * uint16 bits). Indices must be in range or -1 (run the bounds check first). Bit-identical for
  * any OpenMP thread count. */
@@ -17,5 +21,9 @@ tbe_status ref_forward(const tbe_batch *b, const tbe_layout *l, void *out);
  * order (gamma(k) * sum|x|, MEAN's scaling, the store's half ulp; see forward.c). */
 tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
                              double *bound);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

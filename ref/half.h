@@ -9,6 +9,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 float ref_half_to_float(uint16_t h);
 float ref_bf16_to_float(uint16_t h);
 uint16_t ref_double_to_half(double x);
@@ -16,5 +20,9 @@ uint16_t ref_double_to_bf16(double x);
 /* A float widens to double exactly, so these round once too. */
 static inline uint16_t ref_float_to_half(float f) { return ref_double_to_half((double)f); }
 static inline uint16_t ref_float_to_bf16(float f) { return ref_double_to_bf16((double)f); }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,373 @@
+/* forward.cu: the generic gather forward on the GPU (SUM, MEAN, NONE; weighted; VBE; fused
+ * bounds check), bit-identical to ref/forward.c. Not the small-table tensor-core path
+ * (forward_small.cu), whose order is the hardware's.
+ *
+ * Accumulation order (normative, TBE_SEMANTICS.md 3): each output column is owned by one lane,
+ * which adds the bag's rows in increasing position, one at a time, from +0 (fp32 with
+ * __fadd_rn / __fmaf_rn for FP16/BF16 weights, fp64 with __dadd_rn / __fma_rn for FP32), then
+ * MEAN multiplies by 1/L in the same precision, and the store rounds once. Loads run ahead of
+ * the adds (GATHER_WIDTH rows in flight) without changing that order.
+ *
+ * Work split: a program is one warp. It covers BAGS_PER_PROGRAM consecutive bags of every
+ * feature in its launch (a loop over features inside the program, not a B x T grid). A bag's
+ * row is cut into chunks of VB bytes (16 where D and the table's offset allow); G lanes (a power
+ * of two <= 32) share a bag, so 32/G bags run side by side in a warp; a row longer than 64 chunks
+ * is split into column tiles (grid y). Features are bucketed by (VB, G, tiles), one launch per
+ * bucket: dimension bucketing.
+ */
+#include <algorithm>
+#include <vector>
+
+#include "cuda_check.h"
+#include "gpu_internal.h"
+
+namespace {
+
+template <int VB> struct raw_vec;
+template <> struct raw_vec<16> { typedef uint4 type; };
+template <> struct raw_vec<8> { typedef uint2 type; };
+template <> struct raw_vec<4> { typedef uint32_t type; };
+template <> struct raw_vec<2> { typedef uint16_t type; };
+
+/* Per weight dtype: storage word, accumulator, and the four IEEE operations of section 3. */
+template <tbe_dtype WD> struct wt;
+template <> struct wt<TBE_FP32> {
+  typedef uint32_t S;
+  typedef double A;
+  static __device__ __forceinline__ double widen(uint32_t x) { return (double)__uint_as_float(x); }
+  static __device__ __forceinline__ double add(double a, double r) { return __dadd_rn(a, r); }
+  static __device__ __forceinline__ double fma(float w, double r, double a)
+  {
+    return __fma_rn((double)w, r, a);
+  }
+  static __device__ __forceinline__ double scale(double a, int64_t L)
+  {
+    return __dmul_rn(a, __ddiv_rn(1.0, __ll2double_rn(L)));
+  }
+};
+template <> struct wt<TBE_FP16> {
+  typedef uint16_t S;
+  typedef float A;
+  static __device__ __forceinline__ float widen(uint16_t x)
+  {
+    return __half2float(__ushort_as_half(x));
+  }
+  static __device__ __forceinline__ float add(float a, float r) { return __fadd_rn(a, r); }
+  static __device__ __forceinline__ float fma(float w, float r, float a)
+  {
+    return __fmaf_rn(w, r, a);
+  }
+  static __device__ __forceinline__ float scale(float a, int64_t L)
+  {
+    return __fmul_rn(a, __fdiv_rn(1.0f, __ll2float_rn(L)));
+  }
+};
+template <> struct wt<TBE_BF16> : wt<TBE_FP16> {
+  static __device__ __forceinline__ float widen(uint16_t x)
+  {
+    return __uint_as_float((uint32_t)x << 16);
+  }
+};
+
+/* One launch: a bucket of features sharing a shape. */
+struct gather_launch {
+  const int32_t *features; /* device [nfeat] */
+  int32_t nfeat;
+  int32_t G;               /* lanes per bag */
+  int32_t bpp;             /* bags per program */
+  int32_t tile_chunks;     /* chunks per column tile (G * CPT) */
+  int32_t fused;
+  tbe_bounds_mode mode;
+  dev_bounds *state;
+};
+
+/* Loads index p; with the fused check, an invalid index is counted and repaired by the one lane
+ * that owns the position (owner), or reported (FATAL), and used as 0. */
+__device__ __forceinline__ int64_t checked_index(const dev_batch &b, const gather_launch &g,
+                                                 int64_t p, int64_t E, bool owner,
+                                                 unsigned long long &invalid)
+{
+  int64_t idx = g.fused ? ld_index_rw(b.indices, b.itype, p) : ld_index(b.indices, b.itype, p);
+  if (!g.fused || idx == -1 || (idx >= 0 && idx < E))
+    return idx;
+  if (owner) {
+    invalid++;
+    if (g.mode == TBE_BOUNDS_FATAL)
+      atomicMin(&g.state->first_bad_index, (unsigned long long)p);
+    else
+      st_index(b.indices, b.itype, p, 0);
+  }
+  return 0;
+}
+
+/* Adds the per-warp invalid count to the counter (all 32 lanes must call). */
+__device__ __forceinline__ void flush_invalid(const gather_launch &g, unsigned long long invalid)
+{
+  for (int o = 16; o > 0; o >>= 1)
+    invalid += __shfl_xor_sync(0xffffffffu, invalid, o);
+  if ((threadIdx.x & 31) == 0 && invalid)
+    atomicAdd(&g.state->counter, invalid);
+}
+
+__device__ __forceinline__ bool fatal_stop(const gather_launch &g)
+{
+  return g.mode == TBE_BOUNDS_FATAL && g.state &&
+         (g.state->first_bad_bag != ~0ull || (!g.fused && g.state->first_bad_index != ~0ull));
+}
+
+template <tbe_dtype WD, int VB, int CPT, int GW>
+__global__ void __launch_bounds__(128) gather_kernel(dev_batch b, gather_launch g)
+{
+  typedef typename wt<WD>::S S;
+  typedef typename wt<WD>::A A;
+  typedef typename raw_vec<VB>::type R;
+  constexpr int VE = VB / (int)sizeof(S);
+  union chunk {
+    R raw;
+    S s[VE];
+  };
+  if (fatal_stop(g))
+    return;
+  const int lane = threadIdx.x & 31;
+  const int slots = 32 / g.G, slot = lane / g.G, li = lane % g.G;
+  const int64_t b0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32) * g.bpp;
+  const int c0 = (int)blockIdx.y * g.tile_chunks + li;
+  const bool owner = li == 0 && blockIdx.y == 0;
+  unsigned long long invalid = 0;
+
+  for (int fi = 0; fi < g.nfeat; fi++) {
+    const int32_t t = g.features[fi];
+    const int64_t bag0 = b.B_offsets[t], Bt = b.B_offsets[t + 1] - bag0;
+    if (b0 >= Bt)
+      continue;
+    const int32_t j = b.ftm[t], D = b.D[j];
+    const int64_t E = b.E[j];
+    const S *table = (const S *)b.weights + b.table_offset[j];
+    const int chunks = D / VE + (D % VE != 0);
+    for (int s0 = 0; s0 < g.bpp; s0 += slots) {
+      const int64_t bb = b0 + s0 + slot;
+      if (s0 + slot >= g.bpp || bb >= Bt)
+        continue;
+      const int64_t bag = bag0 + bb;
+      const int64_t start = ld_index_rw(b.offsets, b.itype, bag);
+      const int64_t end = ld_index_rw(b.offsets, b.itype, bag + 1);
+      A acc[CPT][VE];
+#pragma unroll
+      for (int k = 0; k < CPT; k++)
+#pragma unroll
+        for (int e = 0; e < VE; e++)
+          acc[k][e] = 0;
+      for (int64_t p = start; p < end; p += GW) {
+        int64_t idx[GW];
+        float w[GW];
+#pragma unroll
+        for (int q = 0; q < GW; q++) {
+          idx[q] = -1;
+          w[q] = 0.0f;
+          if (p + q < end) {
+            idx[q] = checked_index(b, g, p + q, E, owner, invalid);
+            if (b.psw)
+              w[q] = __ldg(b.psw + p + q);
+          }
+        }
+        chunk rows[GW][CPT];
+#pragma unroll
+        for (int q = 0; q < GW; q++)
+#pragma unroll
+          for (int k = 0; k < CPT; k++) {
+            const int c = c0 + k * g.G;
+            if (idx[q] != -1 && c < chunks)
+              rows[q][k].raw = __ldg((const R *)(table + idx[q] * D + (int64_t)c * VE));
+          }
+#pragma unroll
+        for (int q = 0; q < GW; q++) {
+          if (idx[q] == -1)
+            continue;
+#pragma unroll
+          for (int k = 0; k < CPT; k++)
+#pragma unroll
+            for (int e = 0; e < VE; e++) {
+              const A r = wt<WD>::widen(rows[q][k].s[e]);
+              acc[k][e] = b.psw ? wt<WD>::fma(w[q], r, acc[k][e]) : wt<WD>::add(acc[k][e], r);
+            }
+        }
+      }
+      const int64_t o = b.bag_out ? b.bag_out[bag] : bb * b.total_D + b.D_offsets[t];
+      const int64_t L = end - start;
+#pragma unroll
+      for (int k = 0; k < CPT; k++)
+#pragma unroll
+        for (int e = 0; e < VE; e++) {
+          const int col = (c0 + k * g.G) * VE + e;
+          if (col < D) {
+            const A v = b.pool == TBE_POOL_MEAN && L > 0 ? wt<WD>::scale(acc[k][e], L)
+                                                          : acc[k][e];
+            st_out(b.out, b.out_dtype, o + col, v);
+          }
+        }
+    }
+  }
+  if (g.state)
+    flush_invalid(g, invalid);
+}
+
+/* Pooling NONE: one warp per bag; output row p is row indices[p] converted (the output was
+ * zeroed first, for -1 and for positions outside every bag). */
+template <tbe_dtype WD>
+__global__ void none_kernel(dev_batch b, gather_launch g)
+{
+  typedef typename wt<WD>::S S;
+  if (fatal_stop(g))
+    return;
+  const int64_t bag = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  unsigned long long invalid = 0;
+  if (bag < b.total_B) {
+    const int32_t t = bag_feature(b.B_offsets, b.T, bag);
+    const int32_t j = b.ftm[t], D = b.D[j];
+    const S *table = (const S *)b.weights + b.table_offset[j];
+    const int64_t start = ld_index_rw(b.offsets, b.itype, bag);
+    const int64_t end = ld_index_rw(b.offsets, b.itype, bag + 1);
+    for (int64_t p = start; p < end; p++) {
+      const int64_t idx = checked_index(b, g, p, b.E[j], lane == 0, invalid);
+      for (int d = lane; idx != -1 && d < D; d += 32) {
+        const typename wt<WD>::A r = wt<WD>::widen(__ldg(table + idx * D + d));
+        st_out(b.out, b.out_dtype, p * D + d, (float)r);
+      }
+    }
+  }
+  if (g.state)
+    flush_invalid(g, invalid);
+}
+
+/* A bucket: features that share the kernel shape. */
+struct bucket {
+  int vb, G, cpt, tiles;
+  std::vector<int32_t> features;
+  int64_t max_B;
+};
+
+int pow2_ceil(int x)
+{
+  int p = 1;
+  while (p < x)
+    p *= 2;
+  return p;
+}
+
+template <tbe_dtype WD, int VB, int CPT>
+void launch_width(int width, dim3 grid, const dev_batch &b, const gather_launch &g,
+                  cudaStream_t stream)
+{
+  if (width == 8)
+    gather_kernel<WD, VB, CPT, 8><<<grid, 128, 0, stream>>>(b, g);
+  else
+    gather_kernel<WD, VB, CPT, 4><<<grid, 128, 0, stream>>>(b, g);
+}
+
+template <tbe_dtype WD>
+void launch_bucket(const bucket &k, int width, dim3 grid, const dev_batch &b,
+                   const gather_launch &g, cudaStream_t stream)
+{
+  constexpr int ES = WD == TBE_FP32 ? 4 : 2;
+  if (k.vb == 16) {
+    if (k.cpt == 1)
+      launch_width<WD, 16, 1>(width, grid, b, g, stream);
+    else
+      launch_width<WD, 16, 2>(width, grid, b, g, stream);
+  } else {
+    if (k.cpt == 1)
+      launch_width<WD, ES, 1>(width, grid, b, g, stream);
+    else
+      launch_width<WD, ES, 2>(width, grid, b, g, stream);
+  }
+}
+
+} // namespace
+
+tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n,
+                              const gpu_fwd_config *cfg, int fused, tbe_bounds_mode mode,
+                              dev_bounds *d_state, gpu_scratch *scratch, cudaStream_t stream)
+{
+  gather_launch g = {};
+  g.fused = fused;
+  g.mode = mode;
+  g.state = fused || mode == TBE_BOUNDS_FATAL ? d_state : nullptr;
+  if (b.pool == TBE_POOL_NONE) {
+    GPU_TRY(cudaMemsetAsync(b.out, 0, (size_t)b.N * (size_t)b.total_D / (size_t)b.T *
+                                          tbe_dtype_size(b.out_dtype), stream));
+    unsigned blocks = (unsigned)((b.total_B * 32 + 127) / 128);
+    if (blocks == 0)
+      return tbe_ok();
+    if (b.wdtype == TBE_FP32)
+      none_kernel<TBE_FP32><<<blocks, 128, 0, stream>>>(b, g);
+    else if (b.wdtype == TBE_FP16)
+      none_kernel<TBE_FP16><<<blocks, 128, 0, stream>>>(b, g);
+    else
+      none_kernel<TBE_BF16><<<blocks, 128, 0, stream>>>(b, g);
+    GPU_TRY(cudaGetLastError());
+    return tbe_ok();
+  }
+  /* host copies of the small per-table/feature arrays, to bucket the features */
+  std::vector<int64_t> table_offset(b.num_tables + 1), B_offsets(b.T + 1);
+  std::vector<int32_t> D(b.num_tables), ftm(b.T);
+  GPU_TRY(cudaMemcpy(table_offset.data(), b.table_offset, sizeof(int64_t) * table_offset.size(),
+                     cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(B_offsets.data(), b.B_offsets, sizeof(int64_t) * B_offsets.size(),
+                     cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(D.data(), b.D, sizeof(int32_t) * D.size(), cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(ftm.data(), b.ftm, sizeof(int32_t) * ftm.size(), cudaMemcpyDeviceToHost));
+  const int es = (int)tbe_dtype_size(b.wdtype);
+  std::vector<bucket> buckets;
+  for (int i = 0; i < n; i++) {
+    const int32_t t = features[i], j = ftm[t];
+    const bool wide = (int64_t)D[j] * es % 16 == 0 && table_offset[j] * es % 16 == 0;
+    bucket k;
+    k.vb = wide ? 16 : es;
+    const int chunks = wide ? D[j] * es / 16 : D[j];
+    k.G = std::min(32, pow2_ceil(chunks));
+    k.cpt = chunks <= 32 ? 1 : 2;
+    k.tiles = (chunks + k.G * k.cpt - 1) / (k.G * k.cpt);
+    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const bucket &x) {
+      return x.vb == k.vb && x.G == k.G && x.cpt == k.cpt && x.tiles == k.tiles;
+    });
+    if (it == buckets.end()) {
+      k.max_B = 0;
+      buckets.push_back(k);
+      it = buckets.end() - 1;
+    }
+    it->features.push_back(t);
+    it->max_B = std::max(it->max_B, B_offsets[t + 1] - B_offsets[t]);
+  }
+  size_t nb = 0;
+  for (const bucket &k : buckets)
+    nb += k.features.size();
+  int32_t *d_features;
+  tbe_status st = gpu_scratch_get(scratch, 2, sizeof(int32_t) * (nb + 1), (void **)&d_features);
+  if (st.code != TBE_OK)
+    return st;
+  size_t at = 0;
+  for (const bucket &k : buckets) {
+    GPU_TRY(cudaMemcpyAsync(d_features + at, k.features.data(), sizeof(int32_t) * k.features.size(),
+                            cudaMemcpyHostToDevice, stream));
+    g.features = d_features + at;
+    g.nfeat = (int32_t)k.features.size();
+    g.G = k.G;
+    g.tile_chunks = k.G * k.cpt;
+    g.bpp = cfg && cfg->bags ? cfg->bags : std::max(1, std::min(4, 32 / k.G));
+    const int width = cfg && cfg->width ? cfg->width : g.bpp >= 2 ? 8 : 4;
+    at += k.features.size();
+    const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
+    dim3 grid((unsigned)std::max<int64_t>(1, (programs + 3) / 4), (unsigned)k.tiles);
+    if (k.max_B == 0)
+      continue;
+    if (b.wdtype == TBE_FP32)
+      launch_bucket<TBE_FP32>(k, width, grid, b, g, stream);
+    else if (b.wdtype == TBE_FP16)
+      launch_bucket<TBE_FP16>(k, width, grid, b, g, stream);
+    else
+      launch_bucket<TBE_BF16>(k, width, grid, b, g, stream);
+    GPU_TRY(cudaGetLastError());
+  }
+  return tbe_ok();
+}

@@ -1,0 +1,34 @@
+/* gpu_internal.h: what the files of gpu/ call in each other (bounds check halves, forward paths,
+ * scratch buffers). Not public: the rest of tbecheck includes tbe_gpu.h only.
+ */
+#ifndef GPU_INTERNAL_H
+#define GPU_INTERNAL_H
+
+#include <cuda_runtime.h>
+
+#include "dev_batch.cuh"
+#include "tbe_gpu.h"
+
+/* Reusable device scratch, one buffer per slot, grown on demand. */
+struct gpu_scratch {
+  void *ptr[4];
+  size_t bytes[4];
+};
+tbe_status gpu_scratch_get(gpu_scratch *s, int slot, size_t bytes, void **p);
+void gpu_scratch_free(gpu_scratch *s);
+
+/* Judges the offsets and, outside FATAL, repairs them (prefix max); adds to d_state. */
+tbe_status gpu_bounds_offsets(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,
+                              gpu_scratch *scratch, cudaStream_t stream);
+/* Checks the indices of the (repaired) bags; repairs them outside FATAL. */
+tbe_status gpu_bounds_indices(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,
+                              cudaStream_t stream);
+
+/* The generic gather forward over the features in `features` (host array of n ids). With
+ * fused != 0 the kernels check and repair indices (mode) and count into d_state; in FATAL
+ * they skip all work once d_state names an offender. */
+tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n,
+                              const gpu_fwd_config *cfg, int fused, tbe_bounds_mode mode,
+                              dev_bounds *d_state, gpu_scratch *scratch, cudaStream_t stream);
+
+#endif
