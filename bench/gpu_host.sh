@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# gpu_host.sh: one call on the GPU host: configure, build, run the gpu-labelled tests (and, with
+# "bench", the forward benchmarks); logs under $OUT. Not for CI: CI has no GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
+  -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$OUT/configure.log" 2>&1 ||
+  { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+ctest --test-dir build-gpu -L gpu --output-on-failure >"$OUT/ctest-gpu.log" 2>&1
+rc=$?
+grep -E "FAIL|failures|Test +#|tests passed" "$OUT/ctest-gpu.log" | head -60
+for arg in "$@"; do
+  case "$arg" in
+    bench) [ -x build-gpu/bench/gpu_forward_bench ] && build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt" ;;
+  esac
+done
+exit $rc
