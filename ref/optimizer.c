@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "clones.h"
+#include "speed.h"
 #include "half.h"
 #include "philox.h"
 

@@ -1,0 +1,313 @@
+/* backward.c: the CPU backward + optimizer (backward.h): effective gradient, transpose, row
+ * sums in the normative order, per-sample-weight gradients, one update per unique row.
+ * Not the exact twin (backward_exact.c) nor the GPU backward, which must equal this bit for bit.
+ *
+ * Accumulation order: as backward_impl.h states for the row gradients (sequential from +0 per
+ * run, or per chunk with the partials added in ascending order), and optimizer.h for the
+ * updates. A per-sample-weight gradient is ref_lane_dot(G row of the bag, row of weights before
+ * the update), the 32-lane order of section 5 step 2. Runs are independent and each is computed
+ * by one thread in this order, so OpenMP over runs gives the same bits for any thread count.
+ *
+ * Work is done in blocks of runs: the row gradients of a block go to a buffer (the sums phase),
+ * then the block's rows are updated (the optimizer phase), so the two are timed apart and the
+ * buffer stays small.
+ */
+#include "backward_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "speed.h"
+#include "half.h"
+
+#define BLOCK_FLOATS (INT64_C(1) << 22) /* row-gradient buffer of one block: 16 MiB */
+#define PREFETCH_ENTRIES 8              /* entries the sums prefetch ahead */
+#define CACHE_LINE 64
+
+void ref_bwd_config_default(ref_bwd_config *c)
+{
+  memset(c, 0, sizeof *c);
+  c->opt.kind = REF_OPT_NONE;
+  c->opt.lr = 0.01f;
+  c->opt.eps = 1e-8f;
+  c->opt.wd = REF_WD_NONE;
+  c->threshold = REF_BWD_THRESHOLD;
+  c->chunk = REF_BWD_CHUNK;
+  c->combine = REF_COMBINE_DETERMINISTIC;
+}
+
+int64_t ref_bwd_rows(const tbe_batch *b)
+{
+  int64_t n = 0;
+  for (int32_t j = 0; j < b->num_tables; j++)
+    n += b->E[j];
+  return n;
+}
+
+static tbe_status check_config(const ref_bwd_config *c)
+{
+  const ref_opt_config *o = &c->opt;
+  if (o->kind > REF_OPT_ROWWISE_ADAGRAD || o->wd > REF_WD_DECOUPLE ||
+      c->combine > REF_COMBINE_ATOMIC)
+    return tbe_error(TBE_EINVAL, "opt", -1, "unknown optimizer, weight decay or combine mode");
+  if (c->threshold < 1 || c->chunk < 1)
+    return tbe_error(TBE_EINVAL, c->threshold < 1 ? "bwd.threshold" : "bwd.chunk", -1,
+                     "threshold and chunk must be at least 1 (got %lld and %lld)",
+                     (long long)c->threshold, (long long)c->chunk);
+  if (!(c->clip >= 0.0f) || isinf(c->clip))
+    return tbe_error(TBE_EINVAL, "clip", -1, "clip must be finite and >= 0 (0: off)");
+  if (!isfinite(o->lr) || !isfinite(o->eps) || !isfinite(o->lambda))
+    return tbe_error(TBE_EINVAL, "lr", -1, "lr, eps and lambda must be finite");
+  return tbe_ok();
+}
+
+static double now_ms(void) { return omp_get_wtime() * 1e3; }
+
+/* Widens grad_output into G with clipping, then scales MEAN bags by 1.0f/(float)L. */
+static void build_g(const tbe_batch *b, const tbe_layout *l, float clip, const void *go, float *g)
+{
+  const float *f32 = go;
+  const uint16_t *h = go;
+  tbe_dtype t = b->out_dtype;
+#pragma omp parallel for schedule(static) if (l->out_elems > REF_PAR_MIN)
+  for (int64_t i = 0; i < l->out_elems; i++) {
+    float v = t == TBE_FP32 ? f32[i] : t == TBE_FP16 ? ref_half_to_float(h[i])
+                                                     : ref_bf16_to_float(h[i]);
+    if (clip > 0.0f)
+      v = v > clip ? clip : v < -clip ? -clip : v;
+    g[i] = v;
+  }
+  if (b->pool != TBE_POOL_MEAN)
+    return;
+#pragma omp parallel for schedule(static) if (l->total_B > REF_PAR_MIN)
+  for (int64_t i = 0; i < l->total_B; i++) {
+    int64_t L = tbe_iget(b->offsets, b->itype, i + 1) - tbe_iget(b->offsets, b->itype, i);
+    if (L <= 0)
+      continue;
+    float s = 1.0f / (float)L;
+    int64_t D = l->D_offsets[l->bag_feature[i] + 1] - l->D_offsets[l->bag_feature[i]];
+    for (int64_t d = 0; d < D; d++)
+      g[l->bag_out[i] + d] = g[l->bag_out[i] + d] * s;
+  }
+}
+
+tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layout *l,
+                             const ref_bwd_config *cfg, const void *grad_output,
+                             ref_bwd_stats *stats)
+{
+  memset(w, 0, sizeof *w);
+  tbe_status st = check_config(cfg);
+  if (st.code)
+    return st;
+  w->b = b;
+  w->l = l;
+  w->cfg = cfg;
+  double t0 = now_ms();
+  if (b->out_dtype == TBE_FP32 && cfg->clip == 0.0f && b->pool != TBE_POOL_MEAN) {
+    w->g = grad_output;
+  } else {
+    w->g_owned = malloc(sizeof(float) * (size_t)(l->out_elems ? l->out_elems : 1));
+    if (!w->g_owned)
+      return tbe_error(TBE_ENOMEM, "grad_output", -1, "cannot allocate %lld fp32 gradients",
+                       (long long)l->out_elems);
+    build_g(b, l, cfg->clip, grad_output, w->g_owned);
+    w->g = w->g_owned;
+  }
+  double t1 = now_ms();
+  st = ref_transpose_build(b, l, &w->tr);
+  if (stats) {
+    stats->prep_ms += t1 - t0;
+    stats->sort_ms += now_ms() - t1;
+  }
+  if (st.code) {
+    free(w->g_owned);
+    memset(w, 0, sizeof *w);
+  }
+  return st;
+}
+
+void ref_bwd_work_free(ref_bwd_work *w)
+{
+  free(w->g_owned);
+  ref_transpose_free(&w->tr);
+  memset(w, 0, sizeof *w);
+}
+
+/* The first element of the G row entry i contributes (its bag's slice, or its position's row
+ * for pooling NONE). */
+static inline int64_t g_row(const ref_bwd_work *w, int64_t i, int32_t D)
+{
+  return w->l->bag_out ? w->l->bag_out[w->tr.bag[i]] : w->tr.pos[i] * D;
+}
+
+REF_CLONES static void add_row(float *acc, const float *r, int32_t D)
+{
+  for (int32_t d = 0; d < D; d++)
+    acc[d] = acc[d] + r[d];
+}
+
+REF_CLONES static void fma_row(float *acc, float wt, const float *r, int32_t D)
+{
+  for (int32_t d = 0; d < D; d++)
+    acc[d] = fmaf(wt, r[d], acc[d]);
+}
+
+void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D, float *acc)
+{
+  const float *psw = w->b->per_sample_weights;
+  size_t bytes = sizeof(float) * (size_t)D;
+  for (int32_t d = 0; d < D; d++)
+    acc[d] = 0.0f;
+  for (int64_t i = s; i < e; i++) {
+    if (i + PREFETCH_ENTRIES < e) {
+      const char *ahead = (const char *)(w->g + g_row(w, i + PREFETCH_ENTRIES, D));
+      for (size_t c = 0; c < bytes; c += CACHE_LINE)
+        __builtin_prefetch(ahead + c, 0, 3);
+    }
+    const float *r = w->g + g_row(w, i, D);
+    if (psw)
+      fma_row(acc, psw[w->tr.pos[i]], r, D);
+    else
+      add_row(acc, r, D);
+  }
+}
+
+int64_t ref_bwd_chunks(const ref_bwd_work *w, int64_t r)
+{
+  int64_t sl = w->tr.run_start[r + 1] - w->tr.run_start[r];
+  return sl < w->cfg->threshold ? 1 : (sl + w->cfg->chunk - 1) / w->cfg->chunk;
+}
+
+void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part)
+{
+  int64_t s = w->tr.run_start[r], e = w->tr.run_start[r + 1];
+  if (e - s < w->cfg->threshold) {
+    ref_bwd_sum_entries(w, s, e, D, g);
+    return;
+  }
+  int64_t chunk = w->cfg->chunk;
+  ref_bwd_sum_entries(w, s, s + chunk < e ? s + chunk : e, D, g);
+  for (int64_t c = s + chunk; c < e; c += chunk) {
+    ref_bwd_sum_entries(w, c, c + chunk < e ? c + chunk : e, D, part);
+    add_row(g, part, D);
+  }
+}
+
+/* psw_grad[p] for every position: the lane dot of the bag's G row with the row's weights before
+ * the update; 0 at -1 positions and outside the bags. */
+static void psw_grads(const ref_bwd_work *w, float *psw_grad)
+{
+  const tbe_batch *b = w->b;
+  const tbe_layout *l = w->l;
+  memset(psw_grad, 0, sizeof(float) * (size_t)b->N);
+  size_t elem = tbe_dtype_size(b->wdtype);
+#pragma omp parallel if (b->N > REF_PAR_MIN)
+  {
+    float row[TBE_MAX_D];
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t i = 0; i < l->total_B; i++) {
+      int32_t j = b->feature_table_map[l->bag_feature[i]];
+      int32_t D = b->D[j];
+      const float *g = w->g + l->bag_out[i];
+      int64_t s = tbe_iget(b->offsets, b->itype, i), e = tbe_iget(b->offsets, b->itype, i + 1);
+      for (int64_t p = s; p < e; p++) {
+        int64_t idx = tbe_iget(b->indices, b->itype, p);
+        if (idx == -1)
+          continue;
+        ref_load_row((const char *)b->weights + (size_t)ref_bwd_weight_at(b, j, idx) * elem,
+                     b->wdtype, D, row);
+        psw_grad[p] = ref_lane_dot(g, row, D);
+      }
+    }
+  }
+}
+
+/* Updates the rows of runs [r0, r1), whose gradients are in grads (max_D floats per run). */
+static void update_block(const ref_bwd_work *w, int64_t r0, int64_t r1, const float *grads,
+                         float *momentum)
+{
+  const tbe_batch *b = w->b;
+  const ref_opt_config *o = &w->cfg->opt;
+  size_t elem = tbe_dtype_size(b->wdtype);
+#pragma omp parallel if (r1 - r0 > REF_PAR_MIN / 16)
+  {
+    float row[TBE_MAX_D];
+#pragma omp for schedule(dynamic, 256)
+    for (int64_t r = r0; r < r1; r++) {
+      int64_t rr;
+      int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &rr);
+      int32_t D = b->D[j];
+      char *dst = (char *)b->weights + (size_t)ref_bwd_weight_at(b, j, rr) * elem;
+      uint64_t key = w->tr.key[w->tr.run_start[r]];
+      ref_load_row(dst, b->wdtype, D, row);
+      ref_opt_update_row(o, D, grads + (r - r0) * w->l->max_D, row,
+                         momentum ? momentum + key : NULL);
+      ref_store_row(o, b->wdtype, row, D, key, dst);
+    }
+  }
+}
+
+tbe_status ref_backward(tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                        const void *grad_output, float *momentum, float *psw_grad,
+                        ref_bwd_stats *stats)
+{
+  ref_bwd_stats local;
+  if (!stats)
+    stats = &local;
+  memset(stats, 0, sizeof *stats);
+  if (cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD && !momentum)
+    return tbe_error(TBE_EINVAL, "momentum", -1, "row-wise Adagrad needs the momentum array");
+  ref_bwd_work w;
+  tbe_status st = ref_bwd_work_init(&w, b, l, cfg, grad_output, stats);
+  if (st.code)
+    return st;
+  double t0 = now_ms();
+  if (b->per_sample_weights && psw_grad)
+    psw_grads(&w, psw_grad);
+  stats->psw_ms = now_ms() - t0;
+
+  int64_t runs = w.tr.num_runs;
+  stats->entries = w.tr.n;
+  stats->runs = runs;
+  for (int64_t r = 0; r < runs; r++) {
+    int64_t sl = w.tr.run_start[r + 1] - w.tr.run_start[r];
+    stats->long_runs += sl >= cfg->threshold;
+    stats->max_sl = sl > stats->max_sl ? sl : stats->max_sl;
+  }
+  if (cfg->opt.kind == REF_OPT_NONE || runs == 0) {
+    ref_bwd_work_free(&w);
+    return tbe_ok();
+  }
+  int64_t per_block = BLOCK_FLOATS / l->max_D;
+  if (per_block > runs)
+    per_block = runs;
+  float *grads = malloc(sizeof(float) * (size_t)per_block * (size_t)l->max_D);
+  if (!grads) {
+    ref_bwd_work_free(&w);
+    return tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the row-gradient buffer");
+  }
+  for (int64_t r0 = 0; r0 < runs; r0 += per_block) {
+    int64_t r1 = r0 + per_block < runs ? r0 + per_block : runs;
+    double t1 = now_ms();
+#pragma omp parallel if (w.tr.run_start[r1] - w.tr.run_start[r0] > REF_PAR_MIN)
+    {
+      float part[TBE_MAX_D];
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t r = r0; r < r1; r++) {
+        int64_t row;
+        int32_t D = b->D[ref_transpose_table(&w.tr, b, l, r, &row)];
+        ref_bwd_row_grad(&w, r, D, grads + (r - r0) * l->max_D, part);
+      }
+    }
+    double t2 = now_ms();
+    update_block(&w, r0, r1, grads, momentum);
+    stats->sums_ms += t2 - t1;
+    stats->opt_ms += now_ms() - t2;
+  }
+  free(grads);
+  ref_bwd_work_free(&w);
+  return tbe_ok();
+}

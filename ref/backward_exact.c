@@ -1,0 +1,260 @@
+/* backward_exact.c: the exact twin of the backward for bwd.combine=atomic: each updated weight
+ * and momentum as an exact value with a derived bound. Not the normative backward (backward.c).
+ *
+ * What is free in atomic mode: only the order in which a long run's k chunk partials p_1..p_k
+ * (each deterministic: a sequential fp32 sum) are added. Any order or tree of k - 1 fp32 adds
+ * gives g~ with |g~ - S| <= gamma32(k-1) * A, S = sum p_i, A = sum |p_i| (Higham, Thm 4.3 for
+ * any summation order; fp32 adds are exact in the subnormal range). S and A are summed here in
+ * fp64, with |S^ - S| <= gamma64(k) * A. Runs with k < 2 do not depend on the order: their rows
+ * are ref_backward's bits with bound 0.
+ *
+ * Propagation through section 5 (a running-error analysis: the first-order perturbation of each
+ * formula in its inputs' errors, with the second-order products kept so the bound is rigorous).
+ * Every quantity is a pair (v, r): v computed in fp64 from exact inputs, r such that
+ * |value the fp32 formula computes from perturbed inputs - v| <= r. With e32(m) = u32*m + 2^-150
+ * (one fp32 rounding of a value of magnitude <= m) and s64 = 2*u64*|v| (v's own fp64 rounding):
+ *   a + b:      r = ra + rb + e32(|v| + ra + rb) + s64
+ *   a * b:      p = |a| rb + |b| ra + ra rb;              r = p + e32(|v| + p) + s64
+ *   fma(a,b,c): p = |a| rb + |b| ra + ra rb + rc;         r = p + e32(|v| + p) + s64
+ *   a / b:      p = (ra + |v| rb) / (|b| - rb)  (|b| > rb, else no bound: +Inf), since
+ *               a~/b~ - a/b = ((a~ - a) b - a (b~ - b)) / (b b~);      r = p + e32(|v| + p) + s64
+ *   sqrt(a):    p = min(ra / sqrt(a), sqrt(ra)), since |sqrt(a~) - sqrt(a)| = |a~ - a| /
+ *               (sqrt(a~) + sqrt(a));                       r = p + e32(|v| + p) + s64
+ *   sum of squares of gd (step 2): with h = ceil(D/32) + 5 roundings on each term's path (its
+ *               lane's fma chain, then the butterfly) the fp32 sum is within gamma32(h) of the
+ *               exact sum of its (perturbed) squares, so p = sum (2 |gd| r_gd + r_gd^2) and
+ *               r = p + gamma32(h) * sum (|gd| + r_gd)^2 + h * 2^-149 + gamma64(D + 1) * v.
+ * Constants (lr, eps, lambda, D, the weights and momentum before the update) are exact (r = 0),
+ * and so are c = 1 (NONE) and c = fma(-lr, lambda, 1) (DECOUPLE), which both sides compute from
+ * the same fp32 constants: for them v is the fp32 value itself. The formulas are then walked in
+ * section 5's order: gd = g or fma(lambda, w, g); s; q = s / D; m' = m + q (the momentum's
+ * (v, r)); mu = lr / (sqrt(m') + eps); c; w' = fma(-mu, g, c * w) (SGD: w' = fma(-lr, g, w)).
+ * Write-back of FP16/BF16 weights adds ref_store_error(t, |v| + r) for round-to-nearest and
+ * twice that for stochastic rounding (the stored value is one of the two neighbours of the
+ * computed one, at most one spacing away; the random draw is the same, the bracket may not be).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "backward_impl.h"
+#include "error_bound.h"
+#include "half.h"
+#include "speed.h"
+
+/* A computed quantity: exact value and the radius around it. */
+typedef struct {
+  double v, r;
+} rb;
+
+static rb rb_const(double v) { return (rb){v, 0.0}; }
+
+/* One fp32 rounding of a result v whose inputs contribute p, plus v's fp64 rounding. */
+static rb rb_round(double v, double p)
+{
+  return (rb){v, p + ref_store_error(TBE_FP32, fabs(v) + p) + 2.0 * REF_U64 * fabs(v)};
+}
+
+static rb rb_add(rb a, rb b) { return rb_round(a.v + b.v, a.r + b.r); }
+
+static rb rb_mul(rb a, rb b)
+{
+  return rb_round(a.v * b.v, fabs(a.v) * b.r + fabs(b.v) * a.r + a.r * b.r);
+}
+
+static rb rb_fma(rb a, rb b, rb c)
+{
+  return rb_round(fma(a.v, b.v, c.v), fabs(a.v) * b.r + fabs(b.v) * a.r + a.r * b.r + c.r);
+}
+
+static rb rb_div(rb a, rb b)
+{
+  double v = a.v / b.v;
+  if (!(fabs(b.v) > b.r))
+    return (rb){v, INFINITY};
+  return rb_round(v, (a.r + fabs(v) * b.r) / (fabs(b.v) - b.r));
+}
+
+static rb rb_sqrt(rb a)
+{
+  double v = sqrt(a.v);
+  double p = sqrt(a.r);
+  if (v > 0 && a.r / v < p)
+    p = a.r / v;
+  return rb_round(v, p);
+}
+
+static rb rb_neg(rb a) { return (rb){-a.v, a.r}; }
+
+/* Step 2's 32-lane sum of squares of gd[0..D). */
+static rb rb_sum_squares(const rb *gd, int32_t D)
+{
+  double v = 0, p = 0, m = 0;
+  for (int32_t d = 0; d < D; d++) {
+    v += gd[d].v * gd[d].v;
+    p += 2.0 * fabs(gd[d].v) * gd[d].r + gd[d].r * gd[d].r;
+    m += (fabs(gd[d].v) + gd[d].r) * (fabs(gd[d].v) + gd[d].r);
+  }
+  int64_t h = (D + 31) / 32 + 5;
+  return (rb){v, p + ref_gamma(h, REF_U32) * m + (double)h * 0x1p-149 +
+                     ref_gamma(D + 1, REF_U64) * v};
+}
+
+/* The bound of the write-back of a computed weight x (v, r) into dtype t. */
+static double store_bound(const ref_opt_config *o, tbe_dtype t, rb x)
+{
+  if (t == TBE_FP32)
+    return x.r;
+  double e = ref_store_error(t, fabs(x.v) + x.r);
+  return x.r + (o->sr ? 2.0 * e : e);
+}
+
+/* Section 5 on gradients g (v, r) for one row of D weights w (exact) and momentum *m: writes the
+ * weights' (exact, bound) and, for Adagrad, the momentum's. gd is D rb of scratch. */
+static void rb_update(const ref_opt_config *o, tbe_dtype t, int32_t D, const rb *g, const float *w,
+                      float m, rb *gd, double *w_exact, double *w_bound, double *m_exact,
+                      double *m_bound)
+{
+  if (o->kind == REF_OPT_SGD) {
+    for (int32_t d = 0; d < D; d++) {
+      rb x = rb_fma(rb_const(-(double)o->lr), g[d], rb_const(w[d]));
+      w_exact[d] = x.v;
+      w_bound[d] = store_bound(o, t, x);
+    }
+    return;
+  }
+  rb lambda = rb_const(o->lambda);
+  for (int32_t d = 0; d < D; d++)
+    gd[d] = o->wd == REF_WD_L2 ? rb_fma(lambda, rb_const(w[d]), g[d]) : g[d];
+  rb mm = rb_add(rb_const(m), rb_div(rb_sum_squares(gd, D), rb_const(D)));
+  *m_exact = mm.v;
+  *m_bound = mm.r;
+  rb mu = rb_div(rb_const(o->lr), rb_add(rb_sqrt(mm), rb_const(o->eps)));
+  rb c = o->wd == REF_WD_L2         ? rb_fma(rb_neg(mu), lambda, rb_const(1.0))
+         : o->wd == REF_WD_DECOUPLE ? rb_const(fmaf(-o->lr, o->lambda, 1.0f))
+                                    : rb_const(1.0);
+  for (int32_t d = 0; d < D; d++) {
+    rb cw = c.v == 1.0 && c.r == 0.0 ? rb_const(w[d]) : rb_mul(c, rb_const(w[d]));
+    rb x = rb_fma(rb_neg(mu), g[d], cw);
+    w_exact[d] = x.v;
+    w_bound[d] = store_bound(o, t, x);
+  }
+}
+
+/* Widens element i of weights of dtype t to double. */
+static double weight_value(const void *weights, tbe_dtype t, int64_t i)
+{
+  if (t == TBE_FP32)
+    return ((const float *)weights)[i];
+  uint16_t h = ((const uint16_t *)weights)[i];
+  return t == TBE_FP16 ? ref_half_to_float(h) : ref_bf16_to_float(h);
+}
+
+/* Run r with fewer than two chunks: ref_backward's arithmetic, bound 0. */
+static void exact_short(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row, float m,
+                        float *scratch, double *w_exact, double *w_bound, double *m_exact,
+                        double *m_bound)
+{
+  const tbe_batch *b = w->b;
+  int32_t D = b->D[j];
+  float *g = scratch, *part = scratch + TBE_MAX_D, *wr = scratch + 2 * TBE_MAX_D;
+  float stored[TBE_MAX_D]; /* D weights of the weight dtype */
+  uint64_t key = (uint64_t)w->tr.rows_cumsum[j] + (uint64_t)row;
+  size_t elem = tbe_dtype_size(b->wdtype);
+  int64_t at = ref_bwd_weight_at(b, j, row);
+  ref_bwd_row_grad(w, r, D, g, part);
+  ref_load_row((const char *)b->weights + (size_t)at * elem, b->wdtype, D, wr);
+  ref_opt_update_row(&w->cfg->opt, D, g, wr, &m);
+  ref_store_row(&w->cfg->opt, b->wdtype, wr, D, key, stored);
+  for (int32_t d = 0; d < D; d++) {
+    w_exact[at + d] = weight_value(stored, b->wdtype, d);
+    w_bound[at + d] = 0.0;
+  }
+  if (m_exact) {
+    m_exact[key] = m;
+    m_bound[key] = 0.0;
+  }
+}
+
+/* Run r with k >= 2 chunks: S, A per column from the partials, then rb_update. */
+static void exact_long(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row, float m,
+                       float *scratch, double *A, rb *g, rb *gd, double *w_exact,
+                       double *w_bound, double *m_exact, double *m_bound)
+{
+  const tbe_batch *b = w->b;
+  int32_t D = b->D[j];
+  float *part = scratch, *wr = scratch + TBE_MAX_D;
+  int64_t s = w->tr.run_start[r], e = w->tr.run_start[r + 1], chunk = w->cfg->chunk;
+  int64_t k = ref_bwd_chunks(w, r);
+  for (int32_t d = 0; d < D; d++)
+    g[d].v = A[d] = 0.0;
+  for (int64_t c = s; c < e; c += chunk) {
+    ref_bwd_sum_entries(w, c, c + chunk < e ? c + chunk : e, D, part);
+    for (int32_t d = 0; d < D; d++) {
+      g[d].v += part[d];
+      A[d] += fabs((double)part[d]);
+    }
+  }
+  double gk = ref_gamma(k - 1, REF_U32), g64 = ref_gamma(k, REF_U64);
+  for (int32_t d = 0; d < D; d++)
+    g[d].r = (gk + g64) * A[d] * (1.0 + 2.0 * g64);
+  uint64_t key = (uint64_t)w->tr.rows_cumsum[j] + (uint64_t)row;
+  int64_t at = ref_bwd_weight_at(b, j, row);
+  ref_load_row((const char *)b->weights + (size_t)at * tbe_dtype_size(b->wdtype), b->wdtype, D,
+               wr);
+  double mv = 0.0, mr = 0.0;
+  rb_update(&w->cfg->opt, b->wdtype, D, g, wr, m, gd, w_exact + at, w_bound + at, &mv, &mr);
+  if (m_exact) {
+    m_exact[key] = mv;
+    m_bound[key] = mr;
+  }
+}
+
+tbe_status ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                              const void *grad_output, const float *momentum, double *w_exact,
+                              double *w_bound, double *m_exact, double *m_bound)
+{
+  const int adagrad = cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
+  if (adagrad && (!momentum || !m_exact || !m_bound))
+    return tbe_error(TBE_EINVAL, "momentum", -1, "row-wise Adagrad needs the momentum arrays");
+  int64_t total = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+#pragma omp parallel for schedule(static) if (total > REF_PAR_MIN)
+  for (int64_t i = 0; i < total; i++) {
+    w_exact[i] = weight_value(b->weights, b->wdtype, i);
+    w_bound[i] = 0.0;
+  }
+  if (adagrad)
+#pragma omp parallel for schedule(static) if (rows > REF_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+      m_exact[i] = momentum[i];
+      m_bound[i] = 0.0;
+    }
+  if (cfg->opt.kind == REF_OPT_NONE)
+    return tbe_ok();
+  ref_bwd_work w;
+  tbe_status st = ref_bwd_work_init(&w, b, l, cfg, grad_output, NULL);
+  if (st.code)
+    return st;
+  double *mx = adagrad ? m_exact : NULL, *mb = adagrad ? m_bound : NULL;
+#pragma omp parallel if (w.tr.n > REF_PAR_MIN)
+  {
+    float scratch[TBE_MAX_D * 3]; /* rows: gradient, partial, weights */
+    double A[TBE_MAX_D];
+    rb g[TBE_MAX_D], gd[TBE_MAX_D];
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t r = 0; r < w.tr.num_runs; r++) {
+      int64_t row;
+      int32_t j = ref_transpose_table(&w.tr, b, l, r, &row);
+      uint64_t key = (uint64_t)w.tr.rows_cumsum[j] + (uint64_t)row;
+      float m = adagrad ? momentum[key] : 0.0f;
+      if (ref_bwd_chunks(&w, r) < 2)
+        exact_short(&w, r, j, row, m, scratch, w_exact, w_bound, mx, mb);
+      else
+        exact_long(&w, r, j, row, m, scratch, A, g, gd, w_exact, w_bound, mx, mb);
+    }
+  }
+  ref_bwd_work_free(&w);
+  return tbe_ok();
+}

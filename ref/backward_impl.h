@@ -1,0 +1,52 @@
+/* backward_impl.h: the pieces ref_backward (backward.c) and ref_backward_exact (backward_exact.c)
+ * share: the effective gradient, the transpose, and the row-gradient sums. Not public: the rest
+ * of tbecheck goes through backward.h.
+ *
+ * Accumulation order (TBE_SEMANTICS.md section 4): a contribution of entry k to column d is
+ * G[row of k's bag][d] (or w_k * G as an fma when weighted), where G is grad_output widened to
+ * fp32, clamped to [-clip, clip] when clipping, and for MEAN multiplied by fp32 1.0f/(float)L of
+ * the bag. ref_bwd_sum_entries sums entries in sorted order from +0, one at a time:
+ * acc = acc + c_k, or acc = fma(w_k, G, acc). A run with SL < threshold is one such sum; a longer
+ * run is cut into chunks of `chunk` entries, each summed from +0, and ref_bwd_row_grad adds the
+ * partials in ascending chunk order starting from the first partial.
+ */
+#ifndef REF_BACKWARD_IMPL_H
+#define REF_BACKWARD_IMPL_H
+
+#include "backward.h"
+#include "transpose.h"
+
+/* One call's shared state. */
+typedef struct {
+  const tbe_batch *b;
+  const tbe_layout *l;
+  const ref_bwd_config *cfg;
+  const float *g;     /* [l->out_elems] the effective gradient G */
+  float *g_owned;     /* G when it had to be built (else NULL: grad_output is G) */
+  ref_transpose tr;
+} ref_bwd_work;
+
+/* Checks cfg against the batch, builds G and the transpose; adds their times to stats (may be
+ * NULL). On failure nothing is left to free. */
+tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layout *l,
+                             const ref_bwd_config *cfg, const void *grad_output,
+                             ref_bwd_stats *stats);
+void ref_bwd_work_free(ref_bwd_work *w);
+
+/* acc[0..D) = the sum from +0 of the contributions of sorted entries [s, e), in order. */
+void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D, float *acc);
+
+/* Chunks of run r: 1 when SL < threshold, else ceil(SL / chunk). */
+int64_t ref_bwd_chunks(const ref_bwd_work *w, int64_t r);
+
+/* g[0..D) = run r's row gradient in the normative order; part holds D floats of scratch. */
+void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part);
+
+/* The element offset of row `row` of table j in the weights. (Its momentum is at its linear
+ * key, tr.rows_cumsum[j] + row.) */
+static inline int64_t ref_bwd_weight_at(const tbe_batch *b, int32_t j, int64_t row)
+{
+  return b->table_offset[j] + row * b->D[j];
+}
+
+#endif

@@ -1,0 +1,280 @@
+/* transpose.c: linear keys, a stable parallel LSD radix sort, and run-length encoding (the
+ * backward's transpose, transpose.h). Not the GPU's CUB sort, which must give the same order.
+ *
+ * The sort is stable by construction, so its result is unique and independent of the thread
+ * count: each pass splits the entries into one contiguous block per thread, counts the digits of
+ * each block, gives bucket (digit, thread) the offset of all entries with a smaller digit plus
+ * those of the same digit in earlier blocks, and scatters each block in order. A pass whose digit
+ * is the same for every entry is skipped. Entries enter in position order (bags are
+ * feature-major and offsets nondecreasing), so ties keep position order.
+ */
+#include "transpose.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "speed.h"
+
+#define BAG_BLOCK 4096   /* bags per work item while gathering the entries */
+#define RADIX_MAX_BITS 11
+
+void ref_transpose_free(ref_transpose *tr)
+{
+  free(tr->key);
+  free(tr->pos);
+  free(tr->bag);
+  free(tr->run_start);
+  free(tr->rows_cumsum);
+  memset(tr, 0, sizeof *tr);
+}
+
+int32_t ref_transpose_table(const ref_transpose *tr, const tbe_batch *b, const tbe_layout *l,
+                            int64_t r, int64_t *row)
+{
+  int64_t first = tr->run_start[r];
+  int32_t j = b->feature_table_map[l->bag_feature[tr->bag[first]]];
+  *row = (int64_t)(tr->key[first] - (uint64_t)tr->rows_cumsum[j]);
+  return j;
+}
+
+/* Counts block k's entries. The first bag whose offsets are not repaired goes to *bad_bag, the
+ * first position whose index is neither -1 nor in its table to *bad_pos (-1: none). */
+static int64_t count_block(const tbe_batch *b, const tbe_layout *l, int64_t k, int64_t *bad_bag,
+                           int64_t *bad_pos)
+{
+  int64_t first = k * BAG_BLOCK, last = first + BAG_BLOCK;
+  if (last > l->total_B)
+    last = l->total_B;
+  int64_t n = 0;
+  *bad_bag = *bad_pos = -1;
+  for (int64_t i = first; i < last; i++) {
+    int64_t s = tbe_iget(b->offsets, b->itype, i), e = tbe_iget(b->offsets, b->itype, i + 1);
+    if (s < 0 || s > e || e > b->N) {
+      *bad_bag = i;
+      return n;
+    }
+    int64_t E = b->E[b->feature_table_map[l->bag_feature[i]]];
+    for (int64_t p = s; p < e; p++) {
+      int64_t idx = tbe_iget(b->indices, b->itype, p);
+      if (idx == -1)
+        continue;
+      if (idx < 0 || idx >= E) {
+        *bad_pos = p;
+        return n;
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
+static void fill_block(const tbe_batch *b, const tbe_layout *l, const int64_t *rows_cumsum,
+                       int64_t k, int64_t at, ref_transpose *tr)
+{
+  int64_t first = k * BAG_BLOCK, last = first + BAG_BLOCK;
+  if (last > l->total_B)
+    last = l->total_B;
+  for (int64_t i = first; i < last; i++) {
+    int64_t s = tbe_iget(b->offsets, b->itype, i), e = tbe_iget(b->offsets, b->itype, i + 1);
+    uint64_t base = (uint64_t)rows_cumsum[b->feature_table_map[l->bag_feature[i]]];
+    for (int64_t p = s; p < e; p++) {
+      int64_t idx = tbe_iget(b->indices, b->itype, p);
+      if (idx == -1)
+        continue;
+      tr->key[at] = base + (uint64_t)idx;
+      tr->pos[at] = p;
+      tr->bag[at] = (int32_t)i;
+      at++;
+    }
+  }
+}
+
+/* The sorting arrays: keys with their two payloads, and the scatter's targets. */
+typedef struct {
+  uint64_t *key, *key2;
+  int64_t *pos, *pos2;
+  int32_t *bag, *bag2;
+} sort_arrays;
+
+/* Sorts a->key[0..n) (and payloads) stably by bits [0, bits) of the key; the sorted arrays end
+ * up in a->key, a->pos, a->bag (pointers swapped with the *2 arrays as passes go). hist holds
+ * threads * 2^RADIX_MAX_BITS counters. */
+static void radix_sort(sort_arrays *a, int64_t n, int bits, int64_t *hist, int threads)
+{
+  int passes = (bits + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
+  if (passes == 0)
+    return;
+  int width = (bits + passes - 1) / passes;
+  int64_t buckets = INT64_C(1) << width;
+  uint64_t mask = (uint64_t)buckets - 1;
+  int skip = 0;
+#pragma omp parallel num_threads(threads)
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+    int64_t *h = hist + (size_t)t * (size_t)buckets;
+    for (int pass = 0; pass < passes; pass++) {
+      int shift = pass * width;
+      memset(h, 0, sizeof *h * (size_t)buckets);
+      for (int64_t i = lo; i < hi; i++)
+        h[(a->key[i] >> shift) & mask]++;
+#pragma omp barrier
+#pragma omp single
+      {
+        int64_t sum = 0;
+        skip = 0;
+        for (int64_t d = 0; d < buckets; d++)
+          for (int u = 0; u < nt; u++) {
+            int64_t c = hist[(size_t)u * (size_t)buckets + (size_t)d];
+            skip |= c == n;
+            hist[(size_t)u * (size_t)buckets + (size_t)d] = sum;
+            sum += c;
+          }
+      }
+      if (!skip) {
+        for (int64_t i = lo; i < hi; i++) {
+          int64_t o = h[(a->key[i] >> shift) & mask]++;
+          a->key2[o] = a->key[i];
+          a->pos2[o] = a->pos[i];
+          a->bag2[o] = a->bag[i];
+        }
+#pragma omp barrier
+#pragma omp single
+        {
+          uint64_t *k = a->key;
+          int64_t *p = a->pos;
+          int32_t *g = a->bag;
+          a->key = a->key2, a->key2 = k;
+          a->pos = a->pos2, a->pos2 = p;
+          a->bag = a->bag2, a->bag2 = g;
+        }
+      }
+    }
+  }
+}
+
+/* Cuts the sorted keys into runs: run_start gets the first entry of each run and n at the end. */
+static tbe_status find_runs(ref_transpose *tr, int threads)
+{
+  int64_t n = tr->n;
+  int64_t *count = calloc((size_t)threads + 1, sizeof *count);
+  if (!count)
+    return tbe_error(TBE_ENOMEM, "transpose", -1, "cannot allocate the run counters");
+  int64_t runs = 0;
+#pragma omp parallel num_threads(threads)
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t lo = n * t / nt, hi = n * (t + 1) / nt, c = 0;
+    for (int64_t i = lo; i < hi; i++)
+      c += i == 0 || tr->key[i] != tr->key[i - 1];
+    count[t + 1] = c;
+#pragma omp barrier
+#pragma omp single
+    {
+      for (int u = 0; u < nt; u++)
+        count[u + 1] += count[u];
+      runs = count[nt];
+      tr->run_start = malloc(sizeof *tr->run_start * (size_t)(runs + 1));
+    }
+    if (tr->run_start) {
+      int64_t r = count[t];
+      for (int64_t i = lo; i < hi; i++)
+        if (i == 0 || tr->key[i] != tr->key[i - 1])
+          tr->run_start[r++] = i;
+    }
+  }
+  free(count);
+  if (!tr->run_start)
+    return tbe_error(TBE_ENOMEM, "transpose", -1, "cannot allocate %lld runs", (long long)runs);
+  tr->run_start[runs] = n;
+  tr->num_runs = runs;
+  return tbe_ok();
+}
+
+/* The number of significant bits of x (0 for 0). */
+static int bit_length(uint64_t x)
+{
+  int k = 0;
+  while (x >> k)
+    k++;
+  return k;
+}
+
+tbe_status ref_transpose_build(const tbe_batch *b, const tbe_layout *l, ref_transpose *tr)
+{
+  memset(tr, 0, sizeof *tr);
+  int threads = b->N > REF_PAR_MIN ? omp_get_max_threads() : 1;
+  tr->rows_cumsum = malloc(sizeof *tr->rows_cumsum * (size_t)(b->num_tables + 1));
+  int64_t blocks = (l->total_B + BAG_BLOCK - 1) / BAG_BLOCK;
+  int64_t *at = malloc(sizeof *at * (size_t)(blocks + 1));
+  int64_t *bad = malloc(sizeof *bad * 2 * (size_t)(blocks + 1));
+  if (!tr->rows_cumsum || !at || !bad) {
+    free(at);
+    free(bad);
+    ref_transpose_free(tr);
+    return tbe_error(TBE_ENOMEM, "transpose", -1, "cannot allocate the transpose's counters");
+  }
+  tr->rows_cumsum[0] = 0;
+  for (int32_t j = 0; j < b->num_tables; j++)
+    tr->rows_cumsum[j + 1] = tr->rows_cumsum[j] + b->E[j];
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t k = 0; k < blocks; k++)
+    at[k + 1] = count_block(b, l, k, &bad[2 * k], &bad[2 * k + 1]);
+  at[0] = 0;
+  for (int64_t k = 0; k < blocks; k++) {
+    int64_t bag = bad[2 * k], p = bad[2 * k + 1];
+    if (bag >= 0 || p >= 0) {
+      free(at);
+      free(bad);
+      ref_transpose_free(tr);
+      if (bag >= 0)
+        return tbe_error(TBE_EINVAL, "offsets", bag, "bag %lld's offsets are not within [0, N] "
+                         "and nondecreasing: run the bounds check first", (long long)bag);
+      return tbe_error(TBE_EINVAL, "indices", p, "position %lld holds an index outside its "
+                       "table: run the bounds check first", (long long)p);
+    }
+    at[k + 1] += at[k];
+  }
+  free(bad);
+  int64_t n = at[blocks];
+  size_t m = (size_t)(n ? n : 1);
+  sort_arrays a = {malloc(sizeof(uint64_t) * m), malloc(sizeof(uint64_t) * m),
+                   malloc(sizeof(int64_t) * m),  malloc(sizeof(int64_t) * m),
+                   malloc(sizeof(int32_t) * m),  malloc(sizeof(int32_t) * m)};
+  int64_t *hist = malloc(sizeof *hist * (size_t)threads << RADIX_MAX_BITS);
+  tr->n = n;
+  tr->key = a.key;
+  tr->pos = a.pos;
+  tr->bag = a.bag;
+  if (!a.key || !a.key2 || !a.pos || !a.pos2 || !a.bag || !a.bag2 || !hist) {
+    free(at);
+    free(hist);
+    free(a.key2);
+    free(a.pos2);
+    free(a.bag2);
+    ref_transpose_free(tr);
+    return tbe_error(TBE_ENOMEM, "transpose", -1, "cannot allocate the sort of %lld entries",
+                     (long long)n);
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t k = 0; k < blocks; k++)
+    fill_block(b, l, tr->rows_cumsum, k, at[k], tr);
+  free(at);
+
+  int64_t total_rows = tr->rows_cumsum[b->num_tables];
+  radix_sort(&a, n, bit_length(total_rows > 0 ? (uint64_t)total_rows - 1 : 0), hist, threads);
+  free(hist);
+  free(a.key2);
+  free(a.pos2);
+  free(a.bag2);
+  tr->key = a.key;
+  tr->pos = a.pos;
+  tr->bag = a.bag;
+  tbe_status st = find_runs(tr, threads);
+  if (st.code)
+    ref_transpose_free(tr);
+  return st;
+}
