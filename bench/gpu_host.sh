@@ -13,10 +13,12 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
 cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 ctest --test-dir build-gpu -L gpu --output-on-failure >"$OUT/ctest-gpu.log" 2>&1
 rc=$?
-grep -E "FAIL|failures|Test +#|tests passed" "$OUT/ctest-gpu.log" | head -60
+grep -E "FAIL|failures|Test +#|tests passed" "$OUT/ctest-gpu.log" | head -40
 for arg in "$@"; do
   case "$arg" in
-    bench) [ -x build-gpu/bench/gpu_forward_bench ] && build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt" ;;
+    bench)
+      build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt"
+      python3 bench/torch_peer.py | tee "$OUT/torch.txt" ;;
   esac
 done
 exit $rc

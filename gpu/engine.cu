@@ -4,6 +4,7 @@
  */
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "bounds.h"
@@ -73,13 +74,29 @@ void gpu_scratch_free(gpu_scratch *s)
   memset(s, 0, sizeof *s);
 }
 
-static tbe_status run_forward(const tbe_batch *h, const tbe_layout *l, tbe_bounds_mode mode,
-                              const gpu_fwd_config *cfg, gpu_fwd_result *r, gpu_scratch *scratch,
-                              dev_arena &arena)
+struct gpu_session {
+  const tbe_batch *h;
+  const tbe_layout *l;
+  dev_arena arena;
+  gpu_scratch scratch;
+  dev_batch b;
+  void *pristine_indices, *pristine_offsets;
+  void *guarded;
+  dev_bounds *state;
+  cudaEvent_t ev[2];
+  tbe_bounds_mode mode;
+  float ms;
+  size_t out_bytes;
+};
+
+static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_session *s)
 {
-  dev_batch b = {};
-  const size_t isz = tbe_itype_size(h->itype), osz = tbe_dtype_size(h->out_dtype);
-  const size_t out_bytes = (size_t)l->out_elems * osz;
+  dev_batch &b = s->b;
+  dev_arena &arena = s->arena;
+  const size_t isz = tbe_itype_size(h->itype);
+  s->h = h;
+  s->l = l;
+  s->out_bytes = (size_t)l->out_elems * tbe_dtype_size(h->out_dtype);
   void *p;
   TRY(arena.upload(h->weights, tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables],
                    &p));
@@ -100,20 +117,17 @@ static tbe_status run_forward(const tbe_batch *h, const tbe_layout *l, tbe_bound
     TRY(arena.upload(l->bag_out, sizeof(int64_t) * (size_t)l->total_B, &p));
     b.bag_out = (const int64_t *)p;
   }
-  TRY(arena.upload(h->indices, isz * (size_t)h->N, &b.indices));
-  TRY(arena.upload(h->offsets, isz * (size_t)(l->total_B + 1), &b.offsets));
+  TRY(arena.upload(h->indices, isz * (size_t)h->N, &s->pristine_indices));
+  TRY(arena.upload(h->offsets, isz * (size_t)(l->total_B + 1), &s->pristine_offsets));
+  TRY(arena.alloc(isz * (size_t)h->N, &b.indices));
+  TRY(arena.alloc(isz * (size_t)(l->total_B + 1), &b.offsets));
   if (h->per_sample_weights) {
     TRY(arena.upload(h->per_sample_weights, sizeof(float) * (size_t)h->N, &p));
     b.psw = (const float *)p;
   }
-  void *guarded;
-  TRY(arena.alloc(out_bytes + 2 * GUARD, &guarded));
-  GPU_TRY(cudaMemset(guarded, POISON, out_bytes + 2 * GUARD));
-  b.out = (char *)guarded + GUARD;
-  dev_bounds *state;
-  TRY(arena.alloc(sizeof(dev_bounds), (void **)&state));
-  const dev_bounds fresh = {0, ~0ull, ~0ull};
-  GPU_TRY(cudaMemcpy(state, &fresh, sizeof fresh, cudaMemcpyHostToDevice));
+  TRY(arena.alloc(s->out_bytes + 2 * GUARD, &s->guarded));
+  b.out = (char *)s->guarded + GUARD;
+  TRY(arena.alloc(sizeof(dev_bounds), (void **)&s->state));
   b.N = h->N;
   b.total_B = l->total_B;
   b.total_D = l->total_D;
@@ -123,55 +137,112 @@ static tbe_status run_forward(const tbe_batch *h, const tbe_layout *l, tbe_bound
   b.out_dtype = h->out_dtype;
   b.itype = h->itype;
   b.pool = h->pool;
+  GPU_TRY(cudaEventCreate(&s->ev[0]));
+  GPU_TRY(cudaEventCreate(&s->ev[1]));
+  return tbe_ok();
+}
+
+extern "C" tbe_status gpu_session_open(const tbe_batch *b, const tbe_layout *l,
+                                       gpu_session **out)
+{
+  *out = nullptr;
+  char desc[256];
+  tbe_status st = gpu_probe(desc, sizeof desc);
+  if (st.code != TBE_OK)
+    return st;
+  gpu_session *s = new gpu_session();
+  st = open_session(b, l, s);
+  if (st.code != TBE_OK) {
+    gpu_session_close(s);
+    return st;
+  }
+  *out = s;
+  return tbe_ok();
+}
+
+extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
+                                          const gpu_fwd_config *cfg, int bounds_only, float *ms)
+{
+  const tbe_batch *h = s->h;
+  const dev_batch &b = s->b;
+  const size_t isz = tbe_itype_size(h->itype);
+  cudaStream_t stream = 0;
+  /* untimed: pristine inputs, poisoned output and guards, fresh bounds state */
+  GPU_TRY(cudaMemcpyAsync(b.indices, s->pristine_indices, isz * (size_t)h->N,
+                          cudaMemcpyDeviceToDevice, stream));
+  GPU_TRY(cudaMemcpyAsync(b.offsets, s->pristine_offsets, isz * (size_t)(b.total_B + 1),
+                          cudaMemcpyDeviceToDevice, stream));
+  GPU_TRY(cudaMemsetAsync(s->guarded, POISON, s->out_bytes + 2 * GUARD, stream));
+  const dev_bounds fresh = {0, ~0ull, ~0ull};
+  GPU_TRY(cudaMemcpyAsync(s->state, &fresh, sizeof fresh, cudaMemcpyHostToDevice, stream));
 
   std::vector<int32_t> features(h->T);
   for (int32_t t = 0; t < h->T; t++)
     features[t] = t;
   const int fused = cfg && cfg->fused_bounds && mode != TBE_BOUNDS_NONE;
-  cudaStream_t stream = 0;
-  cudaEvent_t ev[2];
-  GPU_TRY(cudaEventCreate(&ev[0]));
-  GPU_TRY(cudaEventCreate(&ev[1]));
-  GPU_TRY(cudaEventRecord(ev[0], stream));
+  GPU_TRY(cudaEventRecord(s->ev[0], stream));
   if (mode != TBE_BOUNDS_NONE) {
-    TRY(gpu_bounds_offsets(b, state, mode, scratch, stream));
+    TRY(gpu_bounds_offsets(b, s->state, mode, &s->scratch, stream));
     if (!fused)
-      TRY(gpu_bounds_indices(b, state, mode, stream));
+      TRY(gpu_bounds_indices(b, s->state, mode, stream));
   }
-  TRY(gpu_forward_gather(b, features.data(), h->T, cfg, fused, mode, state, scratch, stream));
-  GPU_TRY(cudaEventRecord(ev[1], stream));
-  GPU_TRY(cudaEventSynchronize(ev[1]));
-  float ms = 0;
-  GPU_TRY(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-  cudaEventDestroy(ev[0]);
-  cudaEventDestroy(ev[1]);
-  r->ms = ms;
+  if (!bounds_only)
+    TRY(gpu_forward_gather(b, features.data(), h->T, cfg, fused, mode, s->state, &s->scratch,
+                           stream));
+  GPU_TRY(cudaEventRecord(s->ev[1], stream));
+  GPU_TRY(cudaEventSynchronize(s->ev[1]));
+  GPU_TRY(cudaEventElapsedTime(&s->ms, s->ev[0], s->ev[1]));
+  s->mode = mode;
+  if (ms)
+    *ms = s->ms;
+  return tbe_ok();
+}
 
+extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
+{
+  const tbe_batch *h = s->h;
+  const tbe_layout *l = s->l;
+  const size_t isz = tbe_itype_size(h->itype);
+  memset(r, 0, sizeof *r);
+  r->ms = s->ms;
   dev_bounds got;
-  GPU_TRY(cudaMemcpy(&got, state, sizeof got, cudaMemcpyDeviceToHost));
-  r->warnings = mode == TBE_BOUNDS_WARNING ? (int64_t)got.counter : 0;
+  GPU_TRY(cudaMemcpy(&got, s->state, sizeof got, cudaMemcpyDeviceToHost));
+  r->warnings = s->mode == TBE_BOUNDS_WARNING ? (int64_t)got.counter : 0;
   r->bounds = tbe_ok();
-  if (mode == TBE_BOUNDS_FATAL && got.first_bad_bag != ~0ull)
+  if (s->mode == TBE_BOUNDS_FATAL && got.first_bad_bag != ~0ull)
     r->bounds = ref_bounds_offender(h, l, (int64_t)got.first_bad_bag, -1);
-  else if (mode == TBE_BOUNDS_FATAL && got.first_bad_index != ~0ull)
+  else if (s->mode == TBE_BOUNDS_FATAL && got.first_bad_index != ~0ull)
     r->bounds = ref_bounds_offender(h, l, -1, (int64_t)got.first_bad_index);
-
-  r->out = malloc(out_bytes + 1);
+  r->out = malloc(s->out_bytes + 1);
   r->indices = malloc(isz * (size_t)h->N + 1);
   r->offsets = malloc(isz * (size_t)(l->total_B + 1));
   std::vector<unsigned char> guards(2 * GUARD);
-  if (!r->out || !r->indices || !r->offsets)
+  if (!r->out || !r->indices || !r->offsets) {
+    gpu_fwd_result_free(r);
     return tbe_error(TBE_ENOMEM, "gpu", -1, "cannot allocate host copies of the results");
-  GPU_TRY(cudaMemcpy(r->out, b.out, out_bytes, cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(r->indices, b.indices, isz * (size_t)h->N, cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(r->offsets, b.offsets, isz * (size_t)(l->total_B + 1),
+  }
+  GPU_TRY(cudaMemcpy(r->out, s->b.out, s->out_bytes, cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(r->indices, s->b.indices, isz * (size_t)h->N, cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(r->offsets, s->b.offsets, isz * (size_t)(l->total_B + 1),
                      cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(guards.data(), guarded, GUARD, cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(guards.data() + GUARD, (char *)b.out + out_bytes, GUARD,
+  GPU_TRY(cudaMemcpy(guards.data(), s->guarded, GUARD, cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(guards.data() + GUARD, (char *)s->b.out + s->out_bytes, GUARD,
                      cudaMemcpyDeviceToHost));
   for (unsigned char c : guards)
     r->guard_errors += c != POISON;
   return tbe_ok();
+}
+
+extern "C" void gpu_session_close(gpu_session *s)
+{
+  if (!s)
+    return;
+  if (s->ev[0])
+    cudaEventDestroy(s->ev[0]);
+  if (s->ev[1])
+    cudaEventDestroy(s->ev[1]);
+  gpu_scratch_free(&s->scratch);
+  delete s;
 }
 
 extern "C" tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l,
@@ -179,18 +250,13 @@ extern "C" tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l,
                                       gpu_fwd_result *r)
 {
   memset(r, 0, sizeof *r);
-  char desc[256];
-  tbe_status st = gpu_probe(desc, sizeof desc);
-  if (st.code != TBE_OK)
-    return st;
-  gpu_scratch scratch = {};
-  {
-    dev_arena arena;
-    st = run_forward(b, l, mode, cfg, r, &scratch, arena);
-  }
-  gpu_scratch_free(&scratch);
-  if (st.code != TBE_OK)
-    gpu_fwd_result_free(r);
+  gpu_session *s;
+  tbe_status st = gpu_session_open(b, l, &s);
+  if (st.code == TBE_OK)
+    st = gpu_session_forward(s, mode, cfg, 0, nullptr);
+  if (st.code == TBE_OK)
+    st = gpu_session_results(s, r);
+  gpu_session_close(s);
   return st;
 }
 
@@ -200,4 +266,30 @@ extern "C" void gpu_fwd_result_free(gpu_fwd_result *r)
   free(r->indices);
   free(r->offsets);
   memset(r, 0, sizeof *r);
+}
+
+extern "C" tbe_status gpu_copy_ceiling(size_t bytes, int reps, double *gbps)
+{
+  dev_arena arena;
+  void *src, *dst;
+  TRY(arena.alloc(bytes, &src));
+  TRY(arena.alloc(bytes, &dst));
+  GPU_TRY(cudaMemset(src, 1, bytes));
+  cudaEvent_t ev[2];
+  GPU_TRY(cudaEventCreate(&ev[0]));
+  GPU_TRY(cudaEventCreate(&ev[1]));
+  std::vector<float> ms(reps);
+  GPU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)); /* warm-up */
+  for (int i = 0; i < reps; i++) {
+    GPU_TRY(cudaEventRecord(ev[0]));
+    GPU_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    GPU_TRY(cudaEventRecord(ev[1]));
+    GPU_TRY(cudaEventSynchronize(ev[1]));
+    GPU_TRY(cudaEventElapsedTime(&ms[i], ev[0], ev[1]));
+  }
+  cudaEventDestroy(ev[0]);
+  cudaEventDestroy(ev[1]);
+  std::sort(ms.begin(), ms.end());
+  *gbps = 2.0 * (double)bytes / (ms[reps / 2] * 1e-3) / 1e9;
+  return tbe_ok();
 }

@@ -122,6 +122,10 @@ int main(int argc, char **argv)
     nconfigs = 1;
     first = 2;
   }
+  if (first >= argc) {
+    fputs("usage: gpu_forward_test [--default-config] CASEFILE...\n", stderr);
+    return 2;
+  }
   int failures = 0, cases = 0;
   for (int a = first; a < argc; a++) {
     case_list cl;

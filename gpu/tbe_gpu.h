@@ -47,6 +47,23 @@ tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l, tbe_bounds_m
                            const gpu_fwd_config *cfg, gpu_fwd_result *r);
 void gpu_fwd_result_free(gpu_fwd_result *r);
 
+/* A batch kept on the GPU for repeated forwards (benchmarks): inputs are uploaded once, and each
+ * gpu_session_forward first restores the pristine indices and offsets (untimed), so a repairing
+ * bounds check sees the same input every time. */
+typedef struct gpu_session gpu_session;
+tbe_status gpu_session_open(const tbe_batch *b, const tbe_layout *l, gpu_session **out);
+/* Runs the bounds check (mode) and, unless bounds_only, the forward; *ms is their time by CUDA
+ * events. */
+tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode, const gpu_fwd_config *cfg,
+                               int bounds_only, float *ms);
+/* Copies the last forward's results back (r->ms is that forward's time). */
+tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r);
+void gpu_session_close(gpu_session *s);
+
+/* Device-to-device cudaMemcpy of `bytes` (median of reps), in GB/s of bytes read + written:
+ * the copy ceiling benchmarks quote beside their kernels. */
+tbe_status gpu_copy_ceiling(size_t bytes, int reps, double *gbps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,181 @@
+/* gpu_forward_bench.c: the GPU forward's benchmark (issue shapes F1-F4, S1): validates against
+ * the reference, then times ours, the plain gather ceiling and the copy ceiling in one run.
+ * Not a test: it prints figures and never asserts.
+ *
+ * Effective GB/s = (B*T*L*D*weight_bytes + B*total_D*out_bytes) / time, the FBGEMM convention;
+ * the copy ceiling counts bytes read + written of a 4 GiB device-to-device cudaMemcpy. Times are
+ * medians of 20 CUDA-event timings after warm-up; inputs are several times the 50 MB L2.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bounds.h"
+#include "case.h"
+#include "compare.h"
+#include "forward.h"
+#include "gather_ceiling.h"
+#include "tbe_gpu.h"
+
+enum { REPS = 20 };
+
+typedef struct {
+  const char *name;
+  const char *text; /* timing case: bounds=none */
+  double T, B, L, D;
+} shape;
+
+static const shape shapes[] = {
+  {"F1", "T=32 B=65536 E=1000000 D=128 L=32 wdtype=fp16 bounds=none seed=1", 32, 65536, 32, 128},
+  {"F2", "T=8 B=131072 E=1000000 D=256 L=64 wdtype=fp16 bounds=none seed=2", 8, 131072, 64, 256},
+  {"F3", "T=64 B=16384 E=100000 D=64 L=8 wdtype=fp16 bounds=none seed=3", 64, 16384, 8, 64},
+  {"F4", "T=16 B=32768 E=100000 D=128 L=20 dist=zipf:1.15 wdtype=fp16 bounds=none seed=4", 16,
+   32768, 20, 128},
+  {"S1", "T=1 B=65536 E=50 D=128 L=128 wdtype=fp16 bounds=none seed=5", 1, 65536, 128, 128},
+};
+
+static double gbps(const shape *s, double ms)
+{
+  double bytes = s->B * s->T * s->L * s->D * 2 + s->B * s->T * s->D * 4;
+  return bytes / (ms * 1e-3) / 1e9;
+}
+
+static float median_forward(gpu_session *g, tbe_bounds_mode mode, const gpu_fwd_config *cfg,
+                            int bounds_only)
+{
+  float t[REPS], ms;
+  for (int i = 0; i < 3; i++)
+    gpu_session_forward(g, mode, cfg, bounds_only, &ms);
+  for (int i = 0; i < REPS; i++) {
+    tbe_status st = gpu_session_forward(g, mode, cfg, bounds_only, &t[i]);
+    if (st.code != TBE_OK) {
+      fprintf(stderr, "forward: %s\n", st.message);
+      exit(3);
+    }
+  }
+  for (int i = 1; i < REPS; i++) /* insertion sort: 20 values */
+    for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+      float x = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = x;
+    }
+  return t[REPS / 2];
+}
+
+/* Generates a case; exits with a message if it does not. */
+static void make(const char *text, tbe_case **c, tbe_batch *b, tbe_layout *l)
+{
+  tbe_status st = case_parse(text, c);
+  if (st.code == TBE_OK)
+    st = case_generate(*c, b);
+  if (st.code == TBE_OK)
+    st = tbe_layout_init(l, b);
+  if (st.code != TBE_OK) {
+    fprintf(stderr, "%s: %s\n", text, st.message);
+    exit(2);
+  }
+}
+
+/* Bit-exact check of a GPU output against the reference forward of b. */
+static int64_t mismatches(const tbe_batch *b, const tbe_layout *l, const void *got)
+{
+  void *ref = malloc(tbe_dtype_size(b->out_dtype) * (size_t)l->out_elems);
+  ref_forward(b, l, ref);
+  cmp_result r;
+  cmp_init(&r, CMP_BITWISE, 0);
+  cmp_bitwise(&r, b->out_dtype, ref, got, l->out_elems);
+  free(ref);
+  return r.violations;
+}
+
+int main(void)
+{
+  char desc[256];
+  tbe_status st = gpu_probe(desc, sizeof desc);
+  if (st.code != TBE_OK) {
+    printf("SKIP: %s\n", st.message);
+    return 0;
+  }
+  double copy;
+  st = gpu_copy_ceiling((size_t)4 << 30, REPS, &copy);
+  if (st.code != TBE_OK) {
+    fprintf(stderr, "copy ceiling: %s\n", st.message);
+    return 3;
+  }
+  printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
+         omp_get_max_threads(), copy);
+  printf("%-3s %10s %9s %10s %9s %8s  %s\n", "", "ours ms", "GB/s", "ceil ms", "GB/s",
+         "ceil/ours", "check");
+  gpu_fwd_config def = {0, 0, 0, GPU_SMALL_OFF};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    const shape *s = &shapes[k];
+    tbe_case *c;
+    tbe_batch b;
+    tbe_layout l;
+    make(s->text, &c, &b, &l);
+    gpu_session *g;
+    st = gpu_session_open(&b, &l, &g);
+    if (st.code != TBE_OK) {
+      fprintf(stderr, "%s: %s\n", s->name, st.message);
+      return 3;
+    }
+    float ours = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
+    gpu_fwd_result r;
+    gpu_session_results(g, &r);
+    int64_t bad = mismatches(&b, &l, r.out);
+    gpu_fwd_result_free(&r);
+    gpu_session_close(g);
+    float ceil_ms = 0;
+    float *cout = malloc(sizeof(float) * (size_t)l.out_elems);
+    st = gather_ceiling_run(&b, &l, REPS, &ceil_ms, cout);
+    int64_t cbad = st.code == TBE_OK ? mismatches(&b, &l, cout) : -1;
+    free(cout);
+    printf("%-3s %10.3f %9.0f %10.3f %9.0f %8.3f  ours %s, ceiling %s\n", s->name, ours,
+           gbps(s, ours), ceil_ms, gbps(s, ceil_ms), ceil_ms / ours,
+           bad ? "MISMATCH" : "bit-exact", cbad ? "MISMATCH" : "bit-exact");
+    fflush(stdout);
+    tbe_layout_free(&l);
+    tbe_batch_free(&b);
+    case_free(c);
+  }
+
+  /* what checking costs: 1% invalid indices, WARNING, on F1 and F4 */
+  printf("\n%-3s %12s %12s %12s %12s  (ms, 1%% invalid indices, WARNING)\n", "", "plain",
+         "unfused all", "bounds only", "fused");
+  const int with_check[] = {0, 3};
+  for (int k = 0; k < 2; k++) {
+    const shape *s = &shapes[with_check[k]];
+    char text[512];
+    snprintf(text, sizeof text, "%.*s invalid=0.01 bounds=warning seed=9",
+             (int)(strstr(s->text, " bounds=") - s->text), s->text);
+    tbe_case *c;
+    tbe_batch b;
+    tbe_layout l;
+    make(text, &c, &b, &l);
+    gpu_session *g;
+    if (gpu_session_open(&b, &l, &g).code != TBE_OK)
+      return 3;
+    gpu_fwd_config fused = def;
+    fused.fused_bounds = 1;
+    float plain = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
+    float unfused = median_forward(g, TBE_BOUNDS_WARNING, &def, 0);
+    float only = median_forward(g, TBE_BOUNDS_WARNING, &def, 1);
+    float fz = median_forward(g, TBE_BOUNDS_WARNING, &fused, 0);
+    gpu_fwd_result r;
+    gpu_session_results(g, &r);
+    int64_t w = 0;
+    ref_bounds_check(&b, &l, TBE_BOUNDS_WARNING, &w);
+    int64_t bad = mismatches(&b, &l, r.out);
+    printf("%-3s %12.3f %12.3f %12.3f %12.3f  fused/plain %.3f; fused %s, counter %lld vs ref "
+           "%lld\n",
+           s->name, plain, unfused, only, fz, fz / plain, bad ? "MISMATCH" : "bit-exact",
+           (long long)r.warnings, (long long)w);
+    gpu_fwd_result_free(&r);
+    gpu_session_close(g);
+    tbe_layout_free(&l);
+    tbe_batch_free(&b);
+    case_free(c);
+  }
+  return 0;
+}
