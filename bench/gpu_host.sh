@@ -10,7 +10,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
   -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
   -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+cmake --build build-gpu -j16 --target device_test gpu_forward_test gpu_forward_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 ctest --test-dir build-gpu -L gpu --output-on-failure >"$OUT/ctest-gpu.log" 2>&1
 rc=$?
 grep -E "FAIL|failures|Test +#|tests passed" "$OUT/ctest-gpu.log" | head -40
