@@ -26,19 +26,39 @@
  *   corrupt=KIND[:COUNT],... [none]  KIND negative|decreasing|past_end|wrong_last, COUNT
  *                        1..2^31-1 (wrong_last: 1), each at distinct offset entries
  *   bounds=fatal|warning|ignore|none [warning]
- *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty
+ * GPU forward knobs (no output bit depends on them; the small-table path is compared by bound):
+ *   fwd.bags=1|2|4 [policy]   fwd.width=4|8 [policy]   fwd.small=auto|on|off [auto]
+ *   fused_bounds=0|1 [0]
+ * Backward (TBE_SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
+ * shortest decimal that reads back as that fp32 value):
+ *   opt=none|sgd|rowwise_adagrad [none: forward only]
+ *   lr=NUM [0.01]        0..1e10       eps=NUM [1e-8]   0..1e10, rowwise_adagrad only
+ *   wd=none|l2|decouple [none]  weight decay, rowwise_adagrad only
+ *   lambda=NUM [0]       0..1e10, the weight decay; only with wd=l2 or wd=decouple
+ *   clip=NUM [off]       > 0 up to 1e30: grad_output clamped to [-clip, clip]
+ *   sr=0|1 [0]           stochastic rounding of the weights; wdtype=fp16 or bf16 only
+ *   step=INT [0]         0..2^32-1, the Philox counter's step word; only with sr=1
+ *   bwd.threshold=INT [256]  1..2^31-1: runs with SL below it are summed in one sequence
+ *   bwd.chunk=INT [256]      1..2^31-1: contributions per chunk of a longer run
+ *   bwd.combine=deterministic|atomic [deterministic]
+ *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty; also the
+ *                        Philox key of stochastic rounding
  * Rules between keys (the error names the key after the colon): pool=mean or none with
  * weighted=1: weighted; pool=none with vbe=1, or with different D among the features: pool;
  * bounds=none with corrupt, or invalid > 0 of a kind other than pruned: bounds; a B range or
  * list without vbe=1: B; R without vbe=1: R; a list length that disagrees with T or the table
  * count: that key; a hot table or row out of range: hot; idx=int32 with a possible E past
- * INT32_MAX: idx. Generation adds the rules that need drawn values (hot rows inside a drawn E,
- * enough lookups for hot SLs, enough offset entries for corruptions, N and bag count limits).
+ * INT32_MAX: idx; fused_bounds=1 with bounds=none: fused_bounds; a backward key (lr, eps, wd,
+ * lambda, clip, sr, step, bwd.*) without the optimizer, the weight decay or sr=1 it needs, and
+ * sr=1 with wdtype=fp32: that key. Generation adds the rules that need drawn values (hot rows
+ * inside a drawn E, enough lookups for hot SLs, enough offset entries for corruptions, N and bag
+ * count limits).
  */
 #include "case.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,13 +71,17 @@
 
 typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
-  K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_SEED, K_COUNT
+  K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
+  K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
+  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
 static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
-  "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "seed"};
+  "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
+  "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
+  "bwd.threshold", "bwd.chunk", "bwd.combine", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -70,6 +94,10 @@ static const char *const pool_words[] = {"sum", "mean", "none"};
 static const char *const bounds_words[] = {"fatal", "warning", "ignore", "none"};
 static const char *const invalid_words[] = {"past", "negative", "pruned", "mix"};
 static const char *const corrupt_words[] = {"negative", "decreasing", "past_end", "wrong_last"};
+static const char *const small_words[] = {"auto", "on", "off"};
+static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
+static const char *const wd_words[] = {"none", "l2", "decouple"};
+static const char *const combine_words[] = {"deterministic", "atomic"};
 
 static void spec_fixed(case_spec *s, int64_t v)
 {
@@ -97,6 +125,7 @@ static tbe_case *case_new_default(void)
   c->pool = TBE_POOL_SUM;
   c->invalid_kind = CASE_INVALID_PAST;
   c->bounds = TBE_BOUNDS_WARNING;
+  ref_bwd_config_default(&c->knobs.bwd);
   c->seed = 1;
   return c;
 }
@@ -116,6 +145,7 @@ void case_free(tbe_case *c)
 
 tbe_bounds_mode case_bounds(const tbe_case *c) { return c->bounds; }
 uint64_t case_seed(const tbe_case *c) { return c->seed; }
+const tbe_knobs *case_knobs(const tbe_case *c) { return &c->knobs; }
 
 /* ------------------------------------------------------------------ parse state and errors */
 
@@ -273,6 +303,21 @@ static tbe_status fail_word(parse_state *ps, slice v, const char *const *words, 
     strcat(allowed, words[i]);
   }
   return FAIL(ps, ps->key, "%s=%.*s: expected %s", key_names[ps->key], slen(v), v.s, allowed);
+}
+
+/* A NUM in [lo, hi] rounded once to fp32 into *out; a value that is not 0 must stay a normal
+ * fp32 value. `what` says the allowed values. */
+static tbe_status parse_f32(parse_state *ps, slice v, double lo, double hi, const char *what,
+                            float *out)
+{
+  double x = 0;
+  num_result r = parse_num(v, lo, hi, &x);
+  float f = (float)x;
+  if (r != NUM_OK || (x != 0 && !(fabsf(f) >= FLT_MIN)))
+    return FAIL(ps, ps->key, "%s=%.*s: expected %s%s", key_names[ps->key], slen(v), v.s, what,
+                r == NUM_OK ? " (this one is below the smallest normal fp32 value)" : "");
+  *out = f;
+  return tbe_ok();
 }
 
 /* An error for an integer that did not parse (r != NUM_OK); `what` says the allowed values. */
@@ -539,9 +584,14 @@ static tbe_status parse_value(parse_state *ps, slice v)
     return tbe_ok();
   case K_VBE:
   case K_WEIGHTED:
+  case K_FUSED_BOUNDS:
+  case K_SR:
     if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
       return fail_int(ps, v, r, "0 or 1");
-    *(ps->key == K_VBE ? &c->vbe : &c->weighted) = (int)x;
+    *(ps->key == K_VBE        ? &c->vbe
+      : ps->key == K_WEIGHTED ? &c->weighted
+      : ps->key == K_SR       ? &c->knobs.bwd.opt.sr
+                              : &c->knobs.fused_bounds) = (int)x;
     return tbe_ok();
   case K_E:
     return parse_spec(ps, v, 1, CASE_MAX_ROWS,
@@ -590,6 +640,62 @@ static tbe_status parse_value(parse_state *ps, slice v)
     if ((w = parse_word(v, bounds_words, 4)) < 0)
       return fail_word(ps, v, bounds_words, 4);
     c->bounds = (tbe_bounds_mode)w;
+    return tbe_ok();
+  case K_FWD_BAGS:
+  case K_FWD_WIDTH: {
+    int bags = ps->key == K_FWD_BAGS;
+    r = parse_int(v, 1, 8, &x);
+    if (r == NUM_OK && (bags ? x == 3 || x > 4 : x != 4 && x != 8))
+      r = NUM_RANGE;
+    if (r != NUM_OK)
+      return fail_int(ps, v, r, bags ? "1, 2 or 4" : "4 or 8");
+    *(bags ? &c->knobs.fwd_bags : &c->knobs.fwd_width) = (int)x;
+    return tbe_ok();
+  }
+  case K_FWD_SMALL:
+    if ((w = parse_word(v, small_words, 3)) < 0)
+      return fail_word(ps, v, small_words, 3);
+    c->knobs.fwd_small = (case_small_mode)w;
+    return tbe_ok();
+  case K_OPT:
+    if ((w = parse_word(v, opt_words, 3)) < 0)
+      return fail_word(ps, v, opt_words, 3);
+    c->knobs.bwd.opt.kind = (ref_opt_kind)w;
+    return tbe_ok();
+  case K_WD:
+    if ((w = parse_word(v, wd_words, 3)) < 0)
+      return fail_word(ps, v, wd_words, 3);
+    c->knobs.bwd.opt.wd = (ref_wd_mode)w;
+    return tbe_ok();
+  case K_BWD_COMBINE:
+    if ((w = parse_word(v, combine_words, 2)) < 0)
+      return fail_word(ps, v, combine_words, 2);
+    c->knobs.bwd.combine = (ref_combine)w;
+    return tbe_ok();
+  case K_LR:
+    return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
+  case K_EPS:
+    return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.eps);
+  case K_LAMBDA:
+    return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lambda);
+  case K_CLIP: {
+    tbe_status st = parse_f32(ps, v, 0, 1e30, "a number > 0 up to 1e30 (leave clip out for no "
+                              "clipping)", &c->knobs.bwd.clip);
+    if (!st.code && c->knobs.bwd.clip == 0)
+      return FAIL(ps, K_CLIP, "clip=%.*s: clipping to [0, 0] is not clipping; give a number > 0 "
+                  "or leave clip out", slen(v), v.s);
+    return st;
+  }
+  case K_STEP:
+    if ((r = parse_int(v, 0, UINT32_MAX, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 0..4294967295");
+    c->knobs.bwd.opt.step = (uint32_t)x;
+    return tbe_ok();
+  case K_BWD_THRESHOLD:
+  case K_BWD_CHUNK:
+    if ((r = parse_int(v, 1, CASE_MAX_COUNT, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 1..2147483647");
+    *(ps->key == K_BWD_CHUNK ? &c->knobs.bwd.chunk : &c->knobs.bwd.threshold) = x;
     return tbe_ok();
   case K_SEED:
     if ((r = parse_u64(v, &c->seed)) != NUM_OK)
@@ -677,6 +783,39 @@ static tbe_status check_pooling(parse_state *ps)
   return tbe_ok();
 }
 
+/* The rules of the knobs: fused_bounds needs a bounds check; every backward key needs the
+ * optimizer (and weight decay, sr=1) it configures; stochastic rounding needs 16-bit weights. */
+static tbe_status check_knobs(parse_state *ps)
+{
+  tbe_case *c = ps->c;
+  ref_opt_config *o = &c->knobs.bwd.opt;
+  if (c->knobs.fused_bounds && c->bounds == TBE_BOUNDS_NONE)
+    return FAIL(ps, K_FUSED_BOUNDS, "fused_bounds=1 fuses the bounds check into the forward, "
+                "but bounds=none has no bounds check");
+  static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
+                                         K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE};
+  for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
+    key_id k = backward_keys[i];
+    if (!ps->seen[k])
+      continue;
+    if (o->kind == REF_OPT_NONE)
+      return FAIL(ps, k, "%s configures the backward, which needs opt=sgd or "
+                  "opt=rowwise_adagrad (opt=none runs the forward only)", key_names[k]);
+    if (o->kind == REF_OPT_SGD && (k == K_EPS || k == K_WD || k == K_LAMBDA))
+      return FAIL(ps, k, "%s is a setting of opt=rowwise_adagrad; opt=sgd is w = fma(-lr, g, w) "
+                  "(TBE_SEMANTICS.md 5)", key_names[k]);
+  }
+  if (ps->seen[K_LAMBDA] && o->wd == REF_WD_NONE)
+    return FAIL(ps, K_LAMBDA, "lambda is the weight decay; it needs wd=l2 or wd=decouple");
+  if (ps->seen[K_STEP] && !o->sr)
+    return FAIL(ps, K_STEP, "step only feeds stochastic rounding; it needs sr=1");
+  if (o->sr && c->wdtype == TBE_FP32)
+    return FAIL(ps, K_SR, "sr=1 rounds fp16 and bf16 weights stochastically; wdtype=fp32 stores "
+                "the fp32 update as is");
+  o->seed = c->seed;
+  return tbe_ok();
+}
+
 /* Resolves T, R, the map and the table count, then checks every rule between keys. */
 static tbe_status finish(parse_state *ps)
 {
@@ -731,7 +870,7 @@ static tbe_status finish(parse_state *ps)
       if (c->corrupt[k])
         return FAIL(ps, K_BOUNDS, "bounds=none trusts the offsets, so corrupt is not allowed");
   }
-  return tbe_ok();
+  return check_knobs(ps);
 }
 
 tbe_status case_parse(const char *text, tbe_case **out)
@@ -765,8 +904,10 @@ tbe_status case_parse(const char *text, tbe_case **out)
     snprintf(name, sizeof name, "%.*s", slen(key), key.s);
     if (k < 0)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
-                   "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds seed",
-                   slen(key), key.s, slen(whole), whole.s);
+                   "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
+                   "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
+                   "bwd.threshold bwd.chunk bwd.combine seed", slen(key), key.s, slen(whole),
+                   whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
     else if (ps.seen[k])
@@ -820,6 +961,19 @@ static void fmt_num(double x, char out[32])
   }
 }
 
+/* The shortest %.Ng of the fp32 value x that reads back as x through strtod and one rounding to
+ * fp32 (the way parse_f32 reads it). */
+static void fmt_f32(float x, char out[32])
+{
+  char tmp[32];
+  out[0] = '\0';
+  for (int prec = 9; prec >= 1; prec--) {
+    snprintf(tmp, sizeof tmp, "%.*g", prec, (double)x);
+    if ((float)strtod(tmp, NULL) == x && (!out[0] || strlen(tmp) <= strlen(out)))
+      strcpy(out, tmp);
+  }
+}
+
 /* Starts key k's token ("k=") with the separating space. */
 static void sb_key(sbuf *s, key_id k) { sb_printf(s, "%s%s=", s->len ? " " : "", key_names[k]); }
 
@@ -827,6 +981,52 @@ static void sb_word(sbuf *s, key_id k, const char *word)
 {
   sb_key(s, k);
   sb_printf(s, "%s", word);
+}
+
+/* key k with an fp32 value, unless it is the default */
+static void sb_f32(sbuf *s, key_id k, float v, float dflt)
+{
+  char num[32];
+  if (v == dflt)
+    return;
+  fmt_f32(v, num);
+  sb_word(s, k, num);
+}
+
+/* key k with an integer value, unless it is the default */
+static void sb_int(sbuf *s, key_id k, int64_t v, int64_t dflt)
+{
+  if (v == dflt)
+    return;
+  sb_key(s, k);
+  sb_printf(s, "%lld", (long long)v);
+}
+
+static void format_knobs(sbuf *s, const tbe_knobs *k)
+{
+  sb_int(s, K_FWD_BAGS, k->fwd_bags, 0);
+  sb_int(s, K_FWD_WIDTH, k->fwd_width, 0);
+  if (k->fwd_small != CASE_SMALL_AUTO)
+    sb_word(s, K_FWD_SMALL, small_words[k->fwd_small]);
+  sb_int(s, K_FUSED_BOUNDS, k->fused_bounds, 0);
+  const ref_bwd_config *b = &k->bwd;
+  if (b->opt.kind == REF_OPT_NONE)
+    return;
+  ref_bwd_config d;
+  ref_bwd_config_default(&d);
+  sb_word(s, K_OPT, opt_words[b->opt.kind]);
+  sb_f32(s, K_LR, b->opt.lr, d.opt.lr);
+  sb_f32(s, K_EPS, b->opt.eps, d.opt.eps);
+  if (b->opt.wd != REF_WD_NONE)
+    sb_word(s, K_WD, wd_words[b->opt.wd]);
+  sb_f32(s, K_LAMBDA, b->opt.lambda, d.opt.lambda);
+  sb_f32(s, K_CLIP, b->clip, d.clip);
+  sb_int(s, K_SR, b->opt.sr, 0);
+  sb_int(s, K_STEP, b->opt.step, 0);
+  sb_int(s, K_BWD_THRESHOLD, b->threshold, d.threshold);
+  sb_int(s, K_BWD_CHUNK, b->chunk, d.chunk);
+  if (b->combine != REF_COMBINE_DETERMINISTIC)
+    sb_word(s, K_BWD_COMBINE, combine_words[b->combine]);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -932,6 +1132,7 @@ int case_format(const tbe_case *c, char *buf, size_t n)
   }
   if (c->bounds != TBE_BOUNDS_WARNING)
     sb_word(&s, K_BOUNDS, bounds_words[c->bounds]);
+  format_knobs(&s, &c->knobs);
   /* the seed is always printed, so no canonical text is empty */
   sb_key(&s, K_SEED);
   sb_printf(&s, "%llu", (unsigned long long)c->seed);
@@ -949,6 +1150,17 @@ static int spec_equal(const case_spec *a, const case_spec *b)
          memcmp(a->list, b->list, sizeof *a->list * (size_t)a->count) == 0;
 }
 
+static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
+{
+  const ref_bwd_config *x = &a->bwd, *y = &b->bwd;
+  return a->fwd_bags == b->fwd_bags && a->fwd_width == b->fwd_width &&
+         a->fwd_small == b->fwd_small && a->fused_bounds == b->fused_bounds &&
+         x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
+         x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
+         x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&
+         x->threshold == y->threshold && x->chunk == y->chunk && x->combine == y->combine;
+}
+
 int case_equal(const tbe_case *a, const tbe_case *b)
 {
   if (a->T != b->T || a->R != b->R || a->vbe != b->vbe || a->num_tables != b->num_tables ||
@@ -957,7 +1169,7 @@ int case_equal(const tbe_case *a, const tbe_case *b)
       a->num_hot != b->num_hot || a->wdtype != b->wdtype || a->out != b->out ||
       a->idx != b->idx || a->pool != b->pool || a->weighted != b->weighted ||
       a->invalid != b->invalid || a->invalid_kind != b->invalid_kind ||
-      a->bounds != b->bounds || a->seed != b->seed ||
+      a->bounds != b->bounds || a->seed != b->seed || !knobs_equal(&a->knobs, &b->knobs) ||
       memcmp(a->corrupt, b->corrupt, sizeof a->corrupt) != 0 ||
       memcmp(a->map, b->map, sizeof *a->map * (size_t)a->T) != 0)
     return 0;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backward.h"
 #include "tbe.h"
 
 typedef struct tbe_case tbe_case; /* defined in case.c; fields reached through the calls below */
@@ -32,9 +33,36 @@ int case_equal(const tbe_case *a, const tbe_case *b);
 tbe_bounds_mode case_bounds(const tbe_case *c);
 uint64_t case_seed(const tbe_case *c);
 
+/* The small-table path of the GPU forward (same values as gpu_small_mode). */
+typedef enum { CASE_SMALL_AUTO = 0, CASE_SMALL_ON = 1, CASE_SMALL_OFF = 2 } case_small_mode;
+
+/* The knobs of a case that choose how engines run, not what the batch holds: the GPU forward's
+ * configuration (zero values mean "the default policy") and the backward. */
+typedef struct {
+  int fwd_bags;              /* fwd.bags: bags per program, 0 (policy), 1, 2 or 4 */
+  int fwd_width;             /* fwd.width: rows in flight, 0 (policy), 4 or 8 */
+  case_small_mode fwd_small; /* fwd.small */
+  int fused_bounds;          /* fused_bounds: 1 checks indices inside the forward kernels */
+  ref_bwd_config bwd;        /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
+                              * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
+} tbe_knobs;
+
+/* The case's knobs (valid as long as the case). */
+const tbe_knobs *case_knobs(const tbe_case *c);
+
 /* Builds the batch (malloc'd arrays; free with tbe_batch_free). The result passes
  * tbe_batch_validate. Returns TBE_ENOMEM if it does not fit. */
 tbe_status case_generate(const tbe_case *c, tbe_batch *b);
+
+/* Builds the backward's inputs for the batch b (as case_generate made it) with layout l:
+ * *grad_output gets l->out_elems values of b->out_dtype (16-bit types as bits), drawn like the
+ * weights (every value exact in the dtype, exponents spread so sums round); *momentum gets
+ * ref_bwd_rows(b) positive fp32 values, one per row of every table (drawn per row, so a wrong
+ * table or row offset reads a different value), when the optimizer is row-wise Adagrad, else
+ * NULL. Both malloc'd; a pure function of the case.
+ * Returns TBE_ENOMEM if they do not fit (nothing is left allocated then). */
+tbe_status case_generate_backward(const tbe_case *c, const tbe_batch *b, const tbe_layout *l,
+                                  void **grad_output, float **momentum);
 
 /* One case of a .cases file: its text and where it came from. */
 typedef struct {

@@ -5,7 +5,10 @@
  * key is drawn with a fair chance, and the rules between keys are respected by construction:
  * pool=none only without VBE and weights, with one D; weighted only with pool=sum; hot rows only
  * where the table has enough lookups and a non-hot row; corruptions only with 8+ fixed bags;
- * bounds=none only with trusted inputs (pruned -1 rows allowed). Tokens come in shuffled order,
+ * bounds=none only with trusted inputs (pruned -1 rows allowed); fused_bounds only with a bounds
+ * check; backward keys only with their optimizer (eps, wd, lambda with Adagrad; lambda with a
+ * weight decay; sr with 16-bit weights; step with sr=1), with small thresholds and chunks so
+ * that small cases have long runs. Tokens come in shuffled order,
  * sometimes with explicit defaults, so the text is usually not canonical.
  */
 #include <stdarg.h>
@@ -17,7 +20,7 @@
 #include "prng.h"
 
 #define RANDOM_STREAM 0x5EED
-#define MAX_TOKENS 24
+#define MAX_TOKENS 40
 #define TOKEN_LEN 512
 
 typedef struct {
@@ -87,6 +90,56 @@ static void add_table_spec(rcase *r, const char *key, const int64_t *vals, int n
       append(r, r->ntok - 1, "%s%lld", j ? "," : "", (long long)min_v[j]);
     }
   }
+}
+
+/* The GPU forward's knobs and the backward's keys (drawn after every other key, so the rest of
+ * a case does not depend on them). */
+static void add_knobs(rcase *r, int bounds_checked, int wd16)
+{
+  static const int64_t bags[] = {1, 2, 4}, widths[] = {4, 8};
+  static const char *const smalls[] = {"auto", "on", "off"};
+  if (chance(r, 15))
+    add(r, "fwd.bags=%lld", (long long)pick(r, bags, 3));
+  if (chance(r, 15))
+    add(r, "fwd.width=%lld", (long long)pick(r, widths, 2));
+  if (chance(r, 15))
+    add(r, "fwd.small=%s", smalls[rnd(r, 3)]);
+  if (bounds_checked && chance(r, 15))
+    add(r, "fused_bounds=%d", (int)rnd(r, 2));
+  if (chance(r, 50))
+    return;
+  int adagrad = chance(r, 60);
+  add(r, "opt=%s", adagrad ? "rowwise_adagrad" : "sgd");
+  static const char *const lrs[] = {"0.01", "0.5", "1", "0.0625", "3e-3"};
+  static const char *const epss[] = {"1e-8", "0.1", "0"};
+  static const char *const lambdas[] = {"0.01", "0.3", "1e-4"};
+  static const char *const clips[] = {"0.5", "2", "1e3"};
+  static const int64_t thresholds[] = {1, 2, 3, 4, 8, 256}, chunks[] = {1, 2, 3, 5, 256};
+  if (chance(r, 50))
+    add(r, "lr=%s", lrs[rnd(r, 5)]);
+  if (adagrad) {
+    static const char *const wds[] = {"none", "l2", "decouple"};
+    int wdm = (int)rnd(r, 3);
+    if (chance(r, 40))
+      add(r, "eps=%s", epss[rnd(r, 3)]);
+    if (wdm || chance(r, 20))
+      add(r, "wd=%s", wds[wdm]);
+    if (wdm && chance(r, 80))
+      add(r, "lambda=%s", lambdas[rnd(r, 3)]);
+  }
+  if (chance(r, 25))
+    add(r, "clip=%s", clips[rnd(r, 3)]);
+  int sr = wd16 && chance(r, 50);
+  if (sr || (wd16 && chance(r, 10)))
+    add(r, "sr=%d", sr);
+  if (sr && chance(r, 50))
+    add(r, "step=%lld", (long long)rnd(r, 100000));
+  if (chance(r, 60))
+    add(r, "bwd.threshold=%lld", (long long)pick(r, thresholds, 6));
+  if (chance(r, 60))
+    add(r, "bwd.chunk=%lld", (long long)pick(r, chunks, 5));
+  if (chance(r, 30))
+    add(r, "bwd.combine=%s", chance(r, 70) ? "atomic" : "deterministic");
 }
 
 int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
@@ -238,6 +291,7 @@ int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
   if (chance(&r, 90))
     add(&r, "seed=%llu", chance(&r, 10) ? (unsigned long long)prng_at(r.key, 999)
                                         : (unsigned long long)rnd(&r, 1000000));
+  add_knobs(&r, mode != 3, wd != 0);
 
   /* shuffle the tokens (Fisher-Yates) and join them */
   for (int i = r.ntok - 1; i > 0; i--) {

@@ -99,6 +99,24 @@ static void test_canonical(void)
   check_canonical("weighted=1 pool=sum", "weighted=1 seed=1");
   check_canonical("T=2 B=8 corrupt=decreasing:2 bounds=fatal # trailing comment",
                   "T=2 B=8 corrupt=decreasing:2 bounds=fatal seed=1");
+  /* knobs: GPU forward configuration and the backward */
+  check_canonical("fused_bounds=1 fwd.small=off fwd.width=8 fwd.bags=2",
+                  "fwd.bags=2 fwd.width=8 fwd.small=off fused_bounds=1 seed=1");
+  check_canonical("fwd.small=auto fused_bounds=0 opt=none", "seed=1");
+  check_canonical("opt=sgd", "opt=sgd seed=1");
+  check_canonical("seed=3 opt=rowwise_adagrad lr=0.010 eps=1e-8 wd=none bwd.threshold=256 "
+                  "bwd.chunk=256 bwd.combine=deterministic sr=0", "opt=rowwise_adagrad seed=3");
+  check_canonical("opt=rowwise_adagrad wd=l2 lambda=0.5 lr=0.1 eps=1e-3 clip=2.50 sr=1 "
+                  "wdtype=fp16 step=9 bwd.threshold=3 bwd.chunk=2 bwd.combine=atomic",
+                  "wdtype=fp16 opt=rowwise_adagrad lr=0.1 eps=0.001 wd=l2 lambda=0.5 clip=2.5 "
+                  "sr=1 step=9 bwd.threshold=3 bwd.chunk=2 bwd.combine=atomic seed=1");
+  check_canonical("opt=sgd lr=0.1000000001", "opt=sgd lr=0.1 seed=1");      /* one fp32 value */
+  check_canonical("opt=sgd lr=0.0099999998", "opt=sgd seed=1");            /* fp32 0.01 */
+  check_canonical("opt=sgd lr=0.333333333333", "opt=sgd lr=0.33333334 seed=1");
+  check_canonical("opt=sgd lr=0 clip=1e30", "opt=sgd lr=0 clip=1e+30 seed=1");
+  check_canonical("opt=rowwise_adagrad wd=decouple", "opt=rowwise_adagrad wd=decouple seed=1");
+  check_canonical("wdtype=bf16 opt=sgd sr=1 step=4294967295",
+                  "wdtype=bf16 opt=sgd sr=1 step=4294967295 seed=1");
 }
 
 static void test_errors(void)
@@ -143,6 +161,24 @@ static void test_errors(void)
     {"seed=18446744073709551616", "seed"}, {"seed=-1", "seed"}, {"seed=1.5", "seed"},
     {"idx=int32 E=2147483648", "idx"}, {"idx=int32 E=1..3000000000", "idx"},
     {"idx=int32 T=2 E=5,2147483648", "idx"},
+    {"fwd.bags=3", "fwd.bags"}, {"fwd.bags=8", "fwd.bags"}, {"fwd.bags=0", "fwd.bags"},
+    {"fwd.width=6", "fwd.width"}, {"fwd.small=yes", "fwd.small"},
+    {"fused_bounds=2", "fused_bounds"}, {"fused_bounds=1 bounds=none", "fused_bounds"},
+    {"opt=adam", "opt"}, {"opt=", "opt"}, {"lr=0.1", "lr"}, {"opt=none lr=0.1", "lr"},
+    {"eps=1", "eps"}, {"opt=sgd eps=1", "eps"}, {"opt=sgd wd=l2", "wd"},
+    {"opt=sgd wd=decouple", "wd"}, {"opt=sgd lambda=1", "lambda"}, {"wd=l2", "wd"},
+    {"opt=rowwise_adagrad lambda=1", "lambda"}, {"opt=rowwise_adagrad wd=none lambda=1", "lambda"},
+    {"opt=rowwise_adagrad wd=l1", "wd"}, {"opt=sgd lr=-1", "lr"}, {"opt=sgd lr=1e11", "lr"},
+    {"opt=sgd lr=1e-50", "lr"}, {"opt=sgd lr=nan", "lr"}, {"opt=sgd lr=0x1p3", "lr"},
+    {"opt=rowwise_adagrad eps=-1e-8", "eps"}, {"opt=sgd clip=0", "clip"},
+    {"opt=sgd clip=-1", "clip"}, {"clip=1", "clip"}, {"opt=sgd clip=1e31", "clip"},
+    {"opt=sgd sr=1", "sr"}, {"opt=sgd sr=2 wdtype=fp16", "sr"}, {"sr=0", "sr"},
+    {"opt=sgd wdtype=fp16 step=1", "step"}, {"opt=sgd wdtype=fp16 sr=0 step=1", "step"},
+    {"opt=sgd wdtype=fp16 sr=1 step=4294967296", "step"}, {"step=1", "step"},
+    {"opt=sgd bwd.threshold=0", "bwd.threshold"}, {"bwd.threshold=4", "bwd.threshold"},
+    {"bwd.chunk=4", "bwd.chunk"}, {"opt=sgd bwd.chunk=0", "bwd.chunk"},
+    {"opt=sgd bwd.chunk=2147483648", "bwd.chunk"}, {"opt=sgd bwd.combine=random", "bwd.combine"},
+    {"bwd.combine=atomic", "bwd.combine"}, {"bwd.bogus=1", "bwd.bogus"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_error(cases[i].text, cases[i].field);
@@ -161,13 +197,27 @@ static void test_format_truncation(void)
   CHECK(case_format(c, NULL, 0) == n, "length with no buffer");
   CHECK(case_bounds(c) == TBE_BOUNDS_WARNING && case_seed(c) == 99, "accessors");
   case_free(c);
+  case_parse("wdtype=bf16 fwd.bags=4 fwd.small=on opt=rowwise_adagrad lr=0.5 eps=0.25 wd=l2 "
+             "lambda=0.125 clip=3 sr=1 step=7 bwd.threshold=5 bwd.chunk=6 bwd.combine=atomic "
+             "seed=12345678901", &c);
+  const tbe_knobs *k = case_knobs(c);
+  const ref_bwd_config *b = &k->bwd;
+  CHECK(k->fwd_bags == 4 && k->fwd_width == 0 && k->fwd_small == CASE_SMALL_ON &&
+            !k->fused_bounds, "forward knobs");
+  CHECK(b->opt.kind == REF_OPT_ROWWISE_ADAGRAD && b->opt.lr == 0.5f && b->opt.eps == 0.25f &&
+            b->opt.wd == REF_WD_L2 && b->opt.lambda == 0.125f && b->clip == 3.0f &&
+            b->opt.sr == 1 && b->opt.step == 7 && b->threshold == 5 && b->chunk == 6 &&
+            b->combine == REF_COMBINE_ATOMIC && b->opt.seed == UINT64_C(12345678901),
+        "backward knobs");
+  case_free(c);
 }
 
 /* random valid cases: parse, canonical round trip */
 static void test_random_cases(void)
 {
   char text[BUF], canon[BUF];
-  int keys_seen[8] = {0};
+  enum { WORDS = 14 };
+  int keys_seen[WORDS] = {0};
   for (uint64_t i = 0; i < 3000; i++) {
     int n = case_random(5, i, text, sizeof text);
     CHECK(n > 0 && n < BUF, "case_random length %d", n);
@@ -180,13 +230,15 @@ static void test_random_cases(void)
     case_format(c, canon, sizeof canon);
     check_canonical(text, canon);
     check_canonical(canon, canon);
-    const char *words[8] = {"vbe=1", "weighted=1", "map=", "pool=none", "invalid=", "corrupt=",
-                            "hot=", "bounds=none"};
-    for (int k = 0; k < 8; k++)
+    const char *words[WORDS] = {"vbe=1", "weighted=1", "map=", "pool=none", "invalid=",
+                                "corrupt=", "hot=", "bounds=none", "opt=sgd",
+                                "opt=rowwise_adagrad", "sr=1", "bwd.combine=atomic", "wd=",
+                                "fused_bounds=1"};
+    for (int k = 0; k < WORDS; k++)
       keys_seen[k] += strstr(canon, words[k]) != NULL;
     case_free(c);
   }
-  for (int k = 0; k < 8; k++)
+  for (int k = 0; k < WORDS; k++)
     CHECK(keys_seen[k] > 30, "random cases rarely draw key %d (%d times)", k, keys_seen[k]);
   char a[BUF], b[BUF];
   case_random(5, 17, a, sizeof a);

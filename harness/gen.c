@@ -11,6 +11,9 @@
  *   4. indices: drawn per position from the table's E (uniform or zipf), never a hot row;
  *      then hot rows placed at exactly SL positions; then invalid indices at non-hot positions;
  *   5. per-sample weights.
+ * The backward's inputs (case_generate_backward) come after, from streams of their own, so a
+ * forward-only case's bytes do not depend on them: grad_output drawn like the weights in the
+ * output dtype; momentum |fp32 value drawn like an fp32 weight|, one per row (linear key).
  * Steps that choose k of n positions (hot, invalid, corruptions) walk the candidates in order
  * with selection sampling: candidate i is taken with probability (still needed)/(still left), so
  * exactly k are taken, uniformly; these walks are sequential, the rest is OpenMP-parallel.
@@ -36,7 +39,9 @@ enum {
   STREAM_INVALID,
   STREAM_INVALID_VALUE,
   STREAM_PSW,
-  STREAM_CORRUPT
+  STREAM_CORRUPT,
+  STREAM_GRAD,
+  STREAM_MOMENTUM
 };
 
 /* Draws that are rejected (zipf, normal, hot-row redraw) give up after this many attempts and
@@ -414,35 +419,41 @@ static float fp32_lane(uint64_t x)
   return f;
 }
 
+/* n values of dtype dt into dst from the stream key: value e is lane e % lanes of draw
+ * e / lanes (two fp32 or four 16-bit lanes per draw). */
+static void fill_values(uint64_t key, tbe_dtype dt, int64_t n, void *dst)
+{
+  int lanes = dt == TBE_FP32 ? 2 : 4, lane_bits = 64 / lanes;
+  float *w32 = dst;
+  uint16_t *w16 = dst;
+#pragma omp parallel for schedule(static)
+  for (int64_t q = 0; q < (n + lanes - 1) / lanes; q++) {
+    uint64_t x = prng_at(key, (uint64_t)q);
+    for (int64_t e = q * lanes; e < (q + 1) * lanes && e < n; e++, x >>= lane_bits) {
+      if (dt == TBE_FP32)
+        w32[e] = fp32_lane(x);
+      else if (dt == TBE_FP16)
+        w16[e] = fp16_lane(x);
+      else
+        w16[e] = bf16_lane(x);
+    }
+  }
+}
+
 static tbe_status gen_weights(gen *g)
 {
   tbe_batch *b = g->b;
   int64_t total = b->table_offset[b->num_tables];
-  b->weights = malloc(tbe_mul_size((size_t)(total ? total : 1), tbe_dtype_size(b->wdtype)));
+  size_t elem = tbe_dtype_size(b->wdtype);
+  b->weights = malloc(tbe_mul_size((size_t)(total ? total : 1), elem));
   if (!b->weights)
     return tbe_error(TBE_ENOMEM, "weights", -1, "cannot allocate %lld weights",
                      (long long)total);
   uint64_t key = prng_key(g->c->seed, STREAM_WEIGHTS);
-  int lanes = b->wdtype == TBE_FP32 ? 2 : 4, lane_bits = 64 / lanes;
-  for (int32_t j = 0; j < b->num_tables; j++) {
-    uint64_t kj = prng_at(key, (uint64_t)j);
-    int64_t base = b->table_offset[j], n = b->table_offset[j + 1] - base;
-    float *w32 = (float *)b->weights + base;
-    uint16_t *w16 = (uint16_t *)b->weights + base;
-    tbe_dtype dt = b->wdtype;
-#pragma omp parallel for schedule(static)
-    for (int64_t q = 0; q < (n + lanes - 1) / lanes; q++) {
-      uint64_t x = prng_at(kj, (uint64_t)q);
-      for (int64_t e = q * lanes; e < (q + 1) * lanes && e < n; e++, x >>= lane_bits) {
-        if (dt == TBE_FP32)
-          w32[e] = fp32_lane(x);
-        else if (dt == TBE_FP16)
-          w16[e] = fp16_lane(x);
-        else
-          w16[e] = bf16_lane(x);
-      }
-    }
-  }
+  for (int32_t j = 0; j < b->num_tables; j++)
+    fill_values(prng_at(key, (uint64_t)j), b->wdtype,
+                b->table_offset[j + 1] - b->table_offset[j],
+                (char *)b->weights + (size_t)b->table_offset[j] * elem);
   return tbe_ok();
 }
 
@@ -631,4 +642,30 @@ tbe_status case_generate(const tbe_case *c, tbe_batch *b)
   if (st.code)
     tbe_batch_free(b);
   return st;
+}
+
+tbe_status case_generate_backward(const tbe_case *c, const tbe_batch *b, const tbe_layout *l,
+                                  void **grad_output, float **momentum)
+{
+  *momentum = NULL;
+  *grad_output = malloc(tbe_mul_size((size_t)(l->out_elems ? l->out_elems : 1),
+                                     tbe_dtype_size(b->out_dtype)));
+  if (!*grad_output)
+    return no_mem("grad_output");
+  fill_values(prng_key(c->seed, STREAM_GRAD), b->out_dtype, l->out_elems, *grad_output);
+  if (c->knobs.bwd.opt.kind != REF_OPT_ROWWISE_ADAGRAD)
+    return tbe_ok();
+  int64_t rows = ref_bwd_rows(b);
+  float *m = malloc(tbe_mul_size((size_t)(rows ? rows : 1), sizeof(float)));
+  if (!m) {
+    free(*grad_output);
+    *grad_output = NULL;
+    return no_mem("momentum");
+  }
+  fill_values(prng_key(c->seed, STREAM_MOMENTUM), TBE_FP32, rows, m);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; i++)
+    m[i] = fabsf(m[i]);
+  *momentum = m;
+  return tbe_ok();
 }

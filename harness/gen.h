@@ -4,7 +4,9 @@
  * Invariant: a tbe_case built by case_parse is normalised, so two cases that format to the same
  * text have equal fields: T, R and num_tables are resolved; map always holds T entries; a list of
  * equal values is FIXED; a range a..a is FIXED; L=normal with sigma 0 is FIXED; hot entries are
- * sorted by (table, row); invalid_kind is PAST when invalid is 0; R is 1 unless vbe.
+ * sorted by (table, row); invalid_kind is PAST when invalid is 0; R is 1 unless vbe; the
+ * backward's fields hold their defaults unless opt is set (lambda 0 unless wd is l2 or
+ * decouple, step 0 unless sr=1), and lr, eps, lambda, clip are fp32 values.
  */
 #ifndef HARNESS_GEN_H
 #define HARNESS_GEN_H
@@ -68,6 +70,7 @@ struct tbe_case {
   case_invalid_kind invalid_kind;
   int64_t corrupt[CASE_CORRUPT_KINDS]; /* offsets corrupted per kind, 0 = none */
   tbe_bounds_mode bounds;
+  tbe_knobs knobs;        /* knobs.bwd.opt.seed always equals seed */
   uint64_t seed;
 };
 

@@ -436,6 +436,73 @@ static void test_random_cases(void)
   CHECK(total_N > 10000, "random cases make only %lld lookups", (long long)total_N);
 }
 
+/* A hash of a case's backward inputs (grad_output, momentum); 0 if they fail. */
+static uint64_t backward_hash(const char *text, int64_t *rows_out, float *m_min, float *m_max)
+{
+  tbe_case *c = NULL;
+  tbe_batch b;
+  tbe_layout l;
+  void *grad = NULL;
+  float *m = NULL;
+  uint64_t h = 0;
+  CHECK(case_parse(text, &c).code == TBE_OK, "'%s' does not parse", text);
+  if (!c || case_generate(c, &b).code != TBE_OK) {
+    case_free(c);
+    return 0;
+  }
+  tbe_layout_init(&l, &b);
+  tbe_status st = case_generate_backward(c, &b, &l, &grad, &m);
+  CHECK(st.code == TBE_OK, "'%s': %s", text, st.message);
+  if (st.code == TBE_OK) {
+    int64_t rows = ref_bwd_rows(&b);
+    h = fnv(UINT64_C(0xCBF29CE484222325), grad,
+            (size_t)l.out_elems * tbe_dtype_size(b.out_dtype));
+    CHECK((m != NULL) == (case_knobs(c)->bwd.opt.kind == REF_OPT_ROWWISE_ADAGRAD),
+          "'%s': momentum %s", text, m ? "given" : "missing");
+    if (m)
+      h = fnv(h, m, sizeof(float) * (size_t)rows);
+    *rows_out = rows;
+    *m_min = INFINITY;
+    *m_max = 0;
+    for (int64_t i = 0; m && i < rows; i++) {
+      *m_min = fminf(*m_min, m[i]);
+      *m_max = fmaxf(*m_max, m[i]);
+    }
+  }
+  free(grad);
+  free(m);
+  tbe_layout_free(&l);
+  tbe_batch_free(&b);
+  case_free(c);
+  return h;
+}
+
+static void test_backward_inputs(void)
+{
+  /* backward keys leave the forward's bytes alone */
+  CHECK(hash_of("T=2 E=50 D=8 wdtype=fp16 seed=4") ==
+            hash_of("T=2 E=50 D=8 wdtype=fp16 opt=rowwise_adagrad lr=0.5 sr=1 fused_bounds=1 "
+                    "seed=4"), "backward or knob keys changed the forward's inputs");
+  /* pinned, like the batches above */
+  const char *text = "T=2 B=3/1,2/2 R=2 vbe=1 E=20,30 D=8,4 out=bf16 opt=rowwise_adagrad seed=5";
+  int64_t rows;
+  float lo, hi;
+  uint64_t h = backward_hash(text, &rows, &lo, &hi);
+  CHECK(h == UINT64_C(0x18A7E0DAB829CC31), "'%s': backward inputs hash to 0x%016llX", text,
+        (unsigned long long)h);
+  CHECK(rows == 50 && lo > 0 && isfinite(hi) && hi > lo * 1e6f, "momentum of %lld rows in "
+        "[%g, %g]: want 50 positive values spread over many binades", (long long)rows,
+        (double)lo, (double)hi);
+  const char *big = "T=3 B=500 E=3000 D=64 L=8 wdtype=fp16 out=fp16 opt=rowwise_adagrad seed=8";
+  uint64_t hk[3];
+  for (int k = 0; k < 3; k++) {
+    omp_set_num_threads(k + 1);
+    hk[k] = backward_hash(big, &rows, &lo, &hi);
+  }
+  CHECK(hk[0] == hk[1] && hk[1] == hk[2], "backward inputs depend on the thread count");
+  CHECK(backward_hash("opt=sgd seed=9", &rows, &lo, &hi) != 0, "sgd: no momentum, a gradient");
+}
+
 /* every quick case file generates (slow.cases is left to the slow tier) */
 static void test_case_files(void)
 {
@@ -466,6 +533,7 @@ int main(void)
   test_shapes_and_values();
   test_gen_errors();
   test_random_cases();
+  test_backward_inputs();
   test_case_files();
   return TEST_MAIN_RESULT();
 }
