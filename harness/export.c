@@ -142,14 +142,51 @@ static tbe_status export_inputs(const char *dir, const tbe_batch *b, int64_t tot
   return s;
 }
 
+tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir)
+{
+  tbe_layout l;
+  void *out = NULL;
+  memset(&l, 0, sizeof l);
+  tbe_status s = export_mkdir_p(dir);
+  if (s.code == TBE_OK)
+    s = export_inputs(dir, b, tbe_total_B(b));
+  if (s.code == TBE_OK)
+    s = tbe_layout_init(&l, b);
+  if (s.code != TBE_OK)
+    return s;
+
+  int64_t warnings = 0;
+  tbe_status ref = ref_bounds_check(b, &l, mode, &warnings);
+  s = export_array(dir, "ref_indices", export_npy_index(b->itype), b->N, 0, b->indices);
+  if (s.code == TBE_OK)
+    s = export_array(dir, "ref_offsets", export_npy_index(b->itype), l.total_B + 1, 0, b->offsets);
+  if (s.code != TBE_OK)
+    goto done;
+  if (ref.code == TBE_OK) {
+    size_t bytes = tbe_mul_size((size_t)l.out_elems, tbe_dtype_size(b->out_dtype));
+    out = malloc(bytes ? bytes : 1);
+    if (!out) {
+      s = tbe_error(TBE_ENOMEM, "output", -1, "cannot allocate %zu bytes of output", bytes);
+      goto done;
+    }
+    ref = ref_forward(b, &l, out);
+    if (ref.code == TBE_OK)
+      s = export_array(dir, "ref_output", export_npy_float(b->out_dtype), l.out_elems, 0, out);
+  }
+  if (s.code == TBE_OK)
+    s = export_manifest(dir, canon, b, &l, mode, ref, warnings);
+
+done:
+  free(out);
+  tbe_layout_free(&l);
+  return s;
+}
+
 tbe_status export_case(const char *case_text, const char *dir)
 {
   tbe_case *c = NULL;
   tbe_batch b;
-  tbe_layout l;
-  void *out = NULL;
   memset(&b, 0, sizeof b);
-  memset(&l, 0, sizeof l);
   char canon[1024];
 
   tbe_status s = case_parse(case_text, &c);
@@ -164,38 +201,9 @@ tbe_status export_case(const char *case_text, const char *dir)
   if (s.code == TBE_OK)
     s = tbe_batch_validate(&b);
   if (s.code == TBE_OK)
-    s = export_mkdir_p(dir);
-  if (s.code == TBE_OK)
-    s = export_inputs(dir, &b, tbe_total_B(&b));
-  if (s.code == TBE_OK)
-    s = tbe_layout_init(&l, &b);
-  if (s.code != TBE_OK)
-    goto done;
-
-  int64_t warnings = 0;
-  tbe_status ref = ref_bounds_check(&b, &l, case_bounds(c), &warnings);
-  s = export_array(dir, "ref_indices", export_npy_index(b.itype), b.N, 0, b.indices);
-  if (s.code == TBE_OK)
-    s = export_array(dir, "ref_offsets", export_npy_index(b.itype), l.total_B + 1, 0, b.offsets);
-  if (s.code != TBE_OK)
-    goto done;
-  if (ref.code == TBE_OK) {
-    size_t bytes = tbe_mul_size((size_t)l.out_elems, tbe_dtype_size(b.out_dtype));
-    out = malloc(bytes ? bytes : 1);
-    if (!out) {
-      s = tbe_error(TBE_ENOMEM, "output", -1, "cannot allocate %zu bytes of output", bytes);
-      goto done;
-    }
-    ref = ref_forward(&b, &l, out);
-    if (ref.code == TBE_OK)
-      s = export_array(dir, "ref_output", export_npy_float(b.out_dtype), l.out_elems, 0, out);
-  }
-  if (s.code == TBE_OK)
-    s = export_manifest(dir, canon, &b, &l, case_bounds(c), ref, warnings);
+    s = export_batch(&b, canon, case_bounds(c), dir);
 
 done:
-  free(out);
-  tbe_layout_free(&l);
   tbe_batch_free(&b);
   case_free(c);
   return s;

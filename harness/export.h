@@ -1,6 +1,6 @@
 /* export.h: writes a case's generated inputs and the reference's results as .npy files plus a
- * manifest.json, the bridge to the NumPy oracle (ref/oracle/). Not an importer: nothing reads
- * these files back into a tbe_batch.
+ * manifest.json, the bridge to the NumPy oracle (ref/oracle/). Not the importer (import.h),
+ * which reads such inputs back into a tbe_batch.
  *
  * A case directory holds (dtypes per TBE_SEMANTICS.md section 1; 16-bit floats as bits):
  *   weights.npy            [table_offset[num_tables]]  '<f4' fp32, '<f2' fp16, '<u2' bf16 bits
@@ -30,6 +30,12 @@
  * A failure of the reference is recorded, not returned; the return value reports failures of
  * the export itself (a case that does not parse, TBE_EIO for files, TBE_ENOMEM). */
 tbe_status export_case(const char *case_text, const char *dir);
+
+/* Writes the files above for a validated batch b as generated (its bounds not yet checked),
+ * named by canon (stored as the manifest's "case"), with bounds mode `mode`. The reference's
+ * bounds check runs on b itself: b's indices and offsets are repaired in place. Fails as
+ * export_case does. */
+tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir);
 
 /* Exports case i (0-based) of the .cases file at path into dir/NNNN (i as %04d) and sets *count
  * to the number of cases exported. Stops at the first failure, naming the file and line. */

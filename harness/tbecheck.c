@@ -1,45 +1,145 @@
-/* tbecheck.c: the command line: `run` named cases through the reference and check it against
- * the exact sum, `export` cases for the NumPy oracle, `random` cases for sweeps.
- * Not library code: this is the one place that prints and chooses exit codes.
+/* tbecheck.c: the command line: run cases through the engines into the results database, and
+ * replay, list, show, report, merge, import, export. Not library code: this is the one place
+ * that prints and chooses exit codes; everything it does is a call into harness/.
  *
  * Exit codes: 0 all passed, 1 failures found, 2 bad usage or bad input, 3 I/O or internal error.
  */
 #include <getopt.h>
-#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "bounds.h"
 #include "case.h"
-#include "compare.h"
+#include "db.h"
+#include "engine.h"
 #include "export.h"
-#include "forward.h"
+#include "import.h"
+#include "progress.h"
+#include "runinfo.h"
 
 enum { EXIT_PASS = 0, EXIT_FAILURES = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
+#define DEFAULT_DB "tbecheck.db"
+#define DEFAULT_ENGINES "ref,gpu,oracle"
+#define DEFAULT_MAX_VIOLATIONS 10
+
 static const char usage_text[] =
-    "usage: tbecheck <command> [options] [arguments]\n"
+    "usage: tbecheck <command> [options] [arguments]      (tbecheck <command> --help)\n"
     "\n"
     "commands:\n"
-    "  run [CASEFILE|CASE ...]   run cases through the reference engine and check every output\n"
-    "                            element against the exact sum within its derived bound\n"
-    "  export CASE|CASEFILE DIR  write a case's inputs and the reference's outputs as .npy\n"
-    "                            files (+ manifest.json) for the NumPy oracle; a case file is\n"
-    "                            exported one case per DIR/NNNN\n"
-    "  random N SEED             print N random valid cases (the oracle's sweep)\n"
-    "  help                      this text\n"
+    "  run [CASEFILE|CASE ...]  run cases through the engines, compare, store every outcome\n"
+    "  replay ID|CASE           rerun one case; print each comparison and its first violations\n"
+    "  list [--failed] [--run N]  results of a run (default: the last)\n"
+    "  show RESULT_ID           one result in full, with its violations\n"
+    "  report [--run N]         a run's summary and the drift of its cases against earlier runs\n"
+    "  import DIR               run a captured batch given as .npy files\n"
+    "  export CASE|CASEFILE DIR write a case's inputs and reference outputs as .npy files\n"
+    "  merge OUT.db IN.db ...   fold databases (e.g. shards) into one\n"
+    "  random N SEED            print N random valid cases\n"
     "\n"
-    "A CASE is one line of key=value tokens (see README.md), quoted as one argument; any\n"
-    "argument without '=' is a case file (one case per line, '#' comments).\n"
+    "A CASE is one line of key=value tokens (README.md), quoted as one argument; an argument\n"
+    "without '=' is a case file (one case per line, '#' comments). The database is\n"
+    "./" DEFAULT_DB " unless --db says otherwise; run and import create it.\n"
     "\n"
-    "exit codes: 0 all passed, 1 failures found, 2 bad usage or bad input,\n"
-    "            3 I/O or internal error\n";
+    "engines: ref (the CPU reference; always runs, it is the baseline), gpu (CUDA), oracle\n"
+    "(NumPy). Normative outputs are compared bit for bit with ref; others (the GPU small-table\n"
+    "path) with the exact forward within the derived bound. An engine that cannot run here is\n"
+    "recorded as skip, with the reason, never as pass.\n"
+    "\n"
+    "environment: TBECHECK_PYTHON  the Python interpreter of the oracle engine\n"
+    "\n"
+    "exit codes: 0 all passed (skips do not fail), 1 failures found, 2 bad usage or bad\n"
+    "            input (cases, files, a database that is not tbecheck's), 3 I/O or internal error\n";
 
-static int exit_for(tbe_code c)
+static const char run_usage[] =
+    "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
+    "                    [--shard I/N] [--max-violations N] [--inject-fault ENGINE:OUTPUT]\n"
+    "Runs every case through the engines, compares each engine output with its baseline and\n"
+    "stores the outcome in the database, one transaction per case; ends with a summary per\n"
+    "engine pair and path. All cases are parsed before anything runs.\n"
+    "  --db PATH              results database (default ./" DEFAULT_DB ")\n"
+    "  --engines LIST         comma-separated, from ref,gpu,oracle (default all; ref always)\n"
+    "  --repeat N             run each case N times (flaky outputs show in flaky.sql)\n"
+    "  --shard I/N            run only cases I, I+N, I+2N, ... (1-based) of the list\n"
+    "  --max-violations N     violations stored per result (default 10)\n"
+    "  --inject-fault E:O[@I] test the tester: move element I (default 0) of engine E's\n"
+    "                         output O by one ulp (integers: by one); the run must then fail\n"
+    "Exit 0 all passed, 1 failures, 2 bad input, 3 I/O error (the run stays incomplete).\n";
+
+static const char replay_usage[] =
+    "usage: tbecheck replay ID|CASE [--db PATH] [--engines LIST] [--max-violations N]\n"
+    "                       [--inject-fault ENGINE:OUTPUT]\n"
+    "Reruns one case (a case text, or the id or hash of a case in the database) and prints every\n"
+    "comparison in detail with its first violations at their coordinates: (t, b, d) for pooled\n"
+    "outputs, (p, d) for pooling NONE, p for indices, bag for offsets. Stores nothing.\n"
+    "Exit 0 all passed, 1 failures, 2 bad input, 3 I/O error.\n";
+
+static const char list_usage[] =
+    "usage: tbecheck list [--failed] [--run N] [--db PATH]\n"
+    "Lists the results of run N (default: the last run), or only its failures and errors\n"
+    "(reports/queries/failures.sql).\n";
+
+static const char show_usage[] =
+    "usage: tbecheck show RESULT_ID [--db PATH]\n"
+    "Prints one result in full (its case, run and metrics) and its recorded violations.\n";
+
+static const char report_usage[] =
+    "usage: tbecheck report [--run N] [--db PATH]\n"
+    "Prints run N (default: the last), its summary per engine pair and path, and the drift of\n"
+    "each of its results against the previous run of the same case: new, status changed, bits\n"
+    "changed, metrics changed, or the same.\n";
+
+static const char import_usage[] =
+    "usage: tbecheck import DIR [--pool sum|mean|none] [--out fp32|fp16|bf16]\n"
+    "                       [--bounds fatal|warning|ignore|none] [--db PATH] [--engines LIST]\n"
+    "                       [--max-violations N] [--inject-fault ENGINE:OUTPUT]\n"
+    "Runs a captured batch given as .npy files in DIR (harness/import.h: weights, E, D,\n"
+    "indices and offsets required; table_offset, feature_table_map, B_vbe, per_sample_weights\n"
+    "optional) through the engines and stores it as a run of one case, named by a digest of the\n"
+    "files. Defaults: --pool sum --out fp32 --bounds warning.\n";
+
+static const char export_usage[] =
+    "usage: tbecheck export CASE|CASEFILE DIR\n"
+    "Writes a case's inputs and the reference's results as .npy files and manifest.json into\n"
+    "DIR (a case file: one case per DIR/NNNN), for the NumPy oracle or another system.\n";
+
+static const char merge_usage[] =
+    "usage: tbecheck merge OUT.db IN.db ...\n"
+    "Copies into OUT.db (created if missing) every run of each IN.db that it does not hold yet,\n"
+    "with its results; merging the same file twice adds nothing.\n";
+
+static const char random_usage[] = "usage: tbecheck random N SEED   (non-negative integers)\n";
+
+/* ---- small helpers ---- */
+
+static const char *command_name = "tbecheck";
+
+static void say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say_error(const char *fmt, ...)
 {
-  return c == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "tbecheck %s: ", command_name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* Prints a failed status and returns its exit code: bad input 2, anything else 3. */
+static int fail_with(tbe_status s)
+{
+  say_error("%s", s.message);
+  return s.code == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+}
+
+static int usage_error(const char *usage)
+{
+  fputs(usage, stderr);
+  return EXIT_USAGE;
 }
 
 static double now_ms(void)
@@ -49,149 +149,387 @@ static double now_ms(void)
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* The outcome of one case on the reference engine. */
-typedef struct {
-  enum { CASE_PASS, CASE_FAIL, CASE_STOPPED } verdict; /* STOPPED: FATAL bounds check fired */
-  double worst_ratio;
-  int64_t violations, elements, warnings;
-  double ms;
-  char note[320];
-} case_outcome;
-
-/* Generates the case, runs bounds check + forward + exact forward, compares by bound_ratio. */
-static tbe_status run_case(const tbe_case *c, case_outcome *o)
+/* Parses a decimal integer in [lo, hi]; 0 on success. */
+static int parse_int(const char *s, long long lo, long long hi, long long *v)
 {
-  memset(o, 0, sizeof *o);
-  tbe_batch b;
-  tbe_status st = case_generate(c, &b);
-  if (st.code != TBE_OK)
-    return st;
-  tbe_layout l;
-  st = tbe_layout_init(&l, &b);
-  if (st.code != TBE_OK) {
-    tbe_batch_free(&b);
-    return st;
-  }
-  void *out = NULL;
-  double *exact = NULL, *bound = NULL;
-  double t0 = now_ms();
-  st = ref_bounds_check(&b, &l, case_bounds(c), &o->warnings);
-  if (st.code == TBE_EBOUNDS) {
-    o->verdict = CASE_STOPPED;
-    snprintf(o->note, sizeof o->note, "fatal: %s", st.message);
-    st = tbe_ok();
-    goto done;
-  }
-  if (st.code != TBE_OK)
-    goto done;
-  size_t n = (size_t)l.out_elems;
-  out = malloc(tbe_dtype_size(b.out_dtype) * n + 1);
-  exact = malloc(sizeof(double) * n + 1);
-  bound = malloc(sizeof(double) * n + 1);
-  if (!out || !exact || !bound) {
-    st = tbe_error(TBE_ENOMEM, "output", -1, "cannot allocate %zu output elements", n);
-    goto done;
-  }
-  st = ref_forward(&b, &l, out);
-  o->ms = now_ms() - t0;
-  if (st.code == TBE_OK)
-    st = ref_forward_exact(&b, &l, exact, bound);
-  if (st.code != TBE_OK)
-    goto done;
-  cmp_result r;
-  st = cmp_init(&r, CMP_BOUND, 1);
-  if (st.code != TBE_OK)
-    goto done;
-  cmp_bound(&r, b.out_dtype, exact, bound, out, l.out_elems);
-  o->worst_ratio = r.worst_bound_ratio;
-  o->violations = r.violations;
-  o->elements = r.elements;
-  o->verdict = r.violations ? CASE_FAIL : CASE_PASS;
-  if (r.violations)
-    snprintf(o->note, sizeof o->note, "first violation: element %" PRId64
-             " got %.17g, exact %.17g, bound %.3g",
-             r.first[0].index, r.first[0].got, r.first[0].expected, r.first[0].bound);
-  cmp_free(&r);
-done:
-  free(out);
-  free(exact);
-  free(bound);
-  tbe_layout_free(&l);
-  tbe_batch_free(&b);
-  return st;
+  char *end;
+  if (!*s)
+    return -1;
+  long long x = strtoll(s, &end, 10);
+  if (*end || x < lo || x > hi)
+    return -1;
+  *v = x;
+  return 0;
 }
 
-typedef struct {
-  int cases, pass, fail, stopped;
-  double worst_ratio;
-} run_totals;
+static int is_case_text(const char *arg) { return strchr(arg, '=') != NULL; }
 
-/* Runs one case text; prints its line. Returns an exit code for errors, or -1 to go on. */
-static int run_text(const char *text, const char *where, run_totals *tot)
+/* The command line, shell-quoted, into a malloc'd string. */
+static char *quote_argv(int argc, char **argv)
 {
-  tbe_case *c;
-  tbe_status st = case_parse(text, &c);
-  if (st.code != TBE_OK) {
-    fprintf(stderr, "tbecheck: %s: bad case (key '%s'): %s\n", where, st.field, st.message);
-    return EXIT_USAGE;
+  size_t n = 1;
+  for (int i = 0; i < argc; i++)
+    n += 4 * strlen(argv[i]) + 3;
+  char *s = malloc(n), *p = s;
+  if (!s)
+    return NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    int plain = *a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789_./:=,+-") == strlen(a);
+    if (i)
+      *p++ = ' ';
+    if (!plain)
+      *p++ = '\'';
+    for (; *a; a++) {
+      if (*a == '\'' && !plain) {
+        memcpy(p, "'\\''", 4);
+        p += 4;
+      } else {
+        *p++ = *a;
+      }
+    }
+    if (!plain)
+      *p++ = '\'';
   }
-  char canon[4096];
-  case_format(c, canon, sizeof canon);
-  case_outcome o;
-  st = run_case(c, &o);
-  case_free(c);
-  if (st.code != TBE_OK) {
-    fprintf(stderr, "tbecheck: %s: %s: %s [%s]\n", where, tbe_code_name(st.code), st.message,
-            canon);
-    return exit_for(st.code);
+  *p = '\0';
+  return s;
+}
+
+/* Prints a query's rows as an aligned table; cells wider than max_width (0: no limit) are cut. */
+static void print_table(const db_table *t, int max_width)
+{
+  int *w = calloc((size_t)t->ncols + 1, sizeof *w);
+  if (!w)
+    return;
+  for (int c = 0; c < t->ncols; c++) {
+    w[c] = (int)strlen(t->names[c]);
+    for (int r = 0; r < t->nrows; r++) {
+      const char *v = t->cells[r * t->ncols + c];
+      int len = v ? (int)strlen(v) : 1;
+      if (len > w[c])
+        w[c] = len;
+    }
+    if (max_width && w[c] > max_width)
+      w[c] = max_width;
   }
-  static const char *verdict[] = {"pass", "FAIL", "pass"};
-  tot->cases++;
-  tot->pass += o.verdict != CASE_FAIL;
-  tot->fail += o.verdict == CASE_FAIL;
-  tot->stopped += o.verdict == CASE_STOPPED;
-  if (o.worst_ratio > tot->worst_ratio)
-    tot->worst_ratio = o.worst_ratio;
-  if (o.verdict == CASE_STOPPED)
-    printf("%-4s  %-40.40s  %s\n", verdict[o.verdict], o.note, canon);
-  else
-    printf("%-4s  bound_ratio %.3e  warnings %-6" PRId64 " %8.2f ms  %s\n", verdict[o.verdict],
-           o.worst_ratio, o.warnings, o.ms, canon);
-  if (o.verdict == CASE_FAIL)
-    printf("      %" PRId64 " of %" PRId64 " elements outside the bound; %s\n", o.violations,
-           o.elements, o.note);
+  for (int r = -1; r < t->nrows; r++) {
+    for (int c = 0; c < t->ncols; c++) {
+      const char *v = r < 0 ? t->names[c] : t->cells[r * t->ncols + c];
+      v = v ? v : "-";
+      int len = (int)strlen(v), last = c == t->ncols - 1;
+      if (len > w[c])
+        printf("%.*s...%s", w[c] - 3, v, last ? "" : "  ");
+      else
+        printf("%-*s%s", last ? 0 : w[c], v, last ? "" : "  ");
+    }
+    putchar('\n');
+  }
+  free(w);
+}
+
+/* Prints the one row of t as "name: value" lines. */
+static void print_record(const db_table *t)
+{
+  for (int c = 0; t->nrows > 0 && c < t->ncols; c++)
+    printf("%-18s %s\n", t->names[c], t->cells[c] ? t->cells[c] : "-");
+}
+
+/* ---- options shared by the commands that run engines ---- */
+
+typedef struct {
+  const char *db_path;
+  eng_options eng;
+  int repeat;
+  long long shard_i, shard_n; /* 0/0: no sharding */
+  long long run;              /* --run, or -1 */
+  int failed_only;
+  import_options imp;
+} cli_options;
+
+enum {
+  OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
+  OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_HELP
+};
+
+static const struct option all_options[] = {
+  {"db", required_argument, 0, OPT_DB},
+  {"engines", required_argument, 0, OPT_ENGINES},
+  {"repeat", required_argument, 0, OPT_REPEAT},
+  {"shard", required_argument, 0, OPT_SHARD},
+  {"max-violations", required_argument, 0, OPT_MAXV},
+  {"inject-fault", required_argument, 0, OPT_FAULT},
+  {"run", required_argument, 0, OPT_RUN},
+  {"failed", no_argument, 0, OPT_FAILED},
+  {"pool", required_argument, 0, OPT_POOL},
+  {"out", required_argument, 0, OPT_OUT},
+  {"bounds", required_argument, 0, OPT_BOUNDS},
+  {"help", no_argument, 0, OPT_HELP},
+  {0, 0, 0, 0},
+};
+
+/* Finds a name in a table of names indexed by enum value; -1 if absent. */
+static int pick(const char *s, const char *const *names, int count)
+{
+  for (int i = 0; i < count; i++)
+    if (!strcmp(s, names[i]))
+      return i;
+  return -1;
+}
+
+/* Parses the options of a command that accepts those in `allowed` (a string of OPT_* values).
+ * Returns -1 to go on (positional arguments from optind), or an exit code. */
+static int parse_options(int argc, char **argv, const char *usage, const int *allowed,
+                         cli_options *o)
+{
+  memset(o, 0, sizeof *o);
+  o->db_path = DEFAULT_DB;
+  o->repeat = 1;
+  o->run = -1;
+  o->eng.max_violations = DEFAULT_MAX_VIOLATIONS;
+  o->imp = (import_options){TBE_POOL_SUM, TBE_FP32, TBE_BOUNDS_WARNING};
+  const char *engines = DEFAULT_ENGINES;
+  static const char *const pools[] = {"sum", "mean", "none"};
+  static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
+  static const char *const modes[] = {"fatal", "warning", "ignore", "none"};
+  optind = 1;
+  opterr = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":", all_options, NULL)) != -1) {
+    int ok = 0;
+    for (const int *a = allowed; *a; a++)
+      ok |= *a == ch;
+    if (ch == OPT_HELP) {
+      fputs(usage, stdout);
+      return EXIT_PASS;
+    }
+    if (ch == '?' || ch == ':' || !ok) {
+      say_error("%s option '%s'", ch == ':' ? "missing the value of" : "unknown",
+                argv[optind - 1]);
+      return usage_error(usage);
+    }
+    long long v;
+    int bad = 0, k;
+    switch (ch) {
+    case OPT_DB: o->db_path = optarg; break;
+    case OPT_ENGINES: engines = optarg; break;
+    case OPT_REPEAT:
+      bad = parse_int(optarg, 1, 1000000, &v);
+      o->repeat = (int)v;
+      break;
+    case OPT_SHARD: {
+      char extra;
+      bad = sscanf(optarg, "%lld/%lld%c", &o->shard_i, &o->shard_n, &extra) != 2 ||
+            o->shard_n < 1 || o->shard_i < 1 || o->shard_i > o->shard_n;
+      break;
+    }
+    case OPT_MAXV:
+      bad = parse_int(optarg, 0, 1000000, &v);
+      o->eng.max_violations = (int)v;
+      break;
+    case OPT_FAULT: {
+      tbe_status s = eng_parse_fault(optarg, &o->eng);
+      if (s.code != TBE_OK)
+        return fail_with(s);
+      break;
+    }
+    case OPT_RUN: bad = parse_int(optarg, 1, INT64_MAX, &o->run); break;
+    case OPT_FAILED: o->failed_only = 1; break;
+    case OPT_POOL:
+      bad = (k = pick(optarg, pools, 3)) < 0;
+      o->imp.pool = (tbe_pool)(bad ? 0 : k);
+      break;
+    case OPT_OUT:
+      bad = (k = pick(optarg, dtypes, 3)) < 0;
+      o->imp.out = (tbe_dtype)(bad ? 0 : k);
+      break;
+    case OPT_BOUNDS:
+      bad = (k = pick(optarg, modes, 4)) < 0;
+      o->imp.bounds = (tbe_bounds_mode)(bad ? 0 : k);
+      break;
+    }
+    if (bad) {
+      say_error("bad value '%s' for %s", optarg, argv[optind - 1]);
+      return usage_error(usage);
+    }
+  }
+  tbe_status s = eng_parse_list(engines, &o->eng.engines);
+  if (s.code != TBE_OK)
+    return fail_with(s);
+  return -1;
+}
+
+/* ---- a run session: database, engines, progress, shared by run and import ---- */
+
+typedef struct {
+  db *d;
+  eng_ctx *x;
+  int64_t run;
+  int live;        /* stdout is a terminal: one progress line, redrawn */
+  progress prog;
+  int failed_cases;
+} session;
+
+/* Prints what cannot run here, once. */
+static void session_announce(const session *s, unsigned engines)
+{
+  for (int e = 0; e < ENG_COUNT; e++) {
+    const char *why = eng_unavailable(s->x, (eng_id)e);
+    if ((engines & (1u << e)) && why)
+      printf("engine %s: skip (%s)\n", eng_name((eng_id)e), why);
+  }
+  fflush(stdout);
+}
+
+static int session_open(session *s, const cli_options *o, int argc, char **argv, int64_t total)
+{
+  memset(s, 0, sizeof *s);
+  tbe_status st = db_open(o->db_path, DB_WRITE, &s->d);
+  if (st.code == TBE_OK)
+    st = eng_open(&o->eng, &s->x);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  session_announce(s, o->eng.engines);
+  runinfo ri;
+  runinfo_collect(&ri);
+  char engines[64], shard[48];
+  eng_format_list(o->eng.engines, engines, sizeof engines);
+  snprintf(shard, sizeof shard, "%lld/%lld", o->shard_i, o->shard_n);
+  char *args = quote_argv(argc, argv);
+  db_run_info info = {
+    .git_commit = ri.git_commit[0] ? ri.git_commit : NULL,
+    .dirty = ri.dirty,
+    .host = ri.host,
+    .cpu = ri.cpu[0] ? ri.cpu : "unknown",
+    .gpu = eng_gpu_description(s->x)[0] ? eng_gpu_description(s->x) : NULL,
+    .driver = ri.driver[0] ? ri.driver : NULL,
+    .cuda = TBE_CUDA_VERSION[0] ? TBE_CUDA_VERSION : NULL,
+    .tool_version = TBE_VERSION,
+    .argv = args ? args : "?",
+    .engines = engines,
+    .shard = o->shard_n ? shard : NULL,
+    .repeats = o->repeat,
+  };
+  st = db_run_begin(s->d, &info, &s->run);
+  free(args);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  s->live = isatty(STDOUT_FILENO);
+  progress_start(&s->prog, total, now_ms());
+  return -1;
+}
+
+static void session_redraw(const session *s)
+{
+  char line[160];
+  progress_format(&s->prog, now_ms(), line, sizeof line);
+  printf("\r\033[K%s", line);
+  fflush(stdout);
+}
+
+/* Stores one case's result and reports it: a line per case (plain) or the progress line (live),
+ * and the reasons of its failures. Returns -1 to go on, or an exit code. */
+static int session_case(session *s, const char *canon, int repeat, const eng_case_result *r)
+{
+  int64_t case_id = 0;
+  tbe_status st = db_store_case(s->d, s->run, canon, repeat, r, &case_id);
+  if (st.code != TBE_OK) {
+    if (s->live)
+      printf("\r\033[K");
+    fflush(stdout);
+    say_error("cannot store case '%s': %s", canon, st.message);
+    say_error("run %lld stays incomplete; the cases stored before this one are kept",
+              (long long)s->run);
+    return EXIT_INTERNAL;
+  }
+  int failed = eng_case_failed(r);
+  progress_step(&s->prog, failed);
+  s->failed_cases += failed;
+  if (s->live && !failed) {
+    session_redraw(s);
+    return -1;
+  }
+  if (s->live)
+    printf("\r\033[K");
+  printf("%-4s  case %-5lld %s%s\n", failed ? "FAIL" : "pass", (long long)case_id, canon,
+         repeat ? " (repeat)" : "");
+  for (int i = 0; failed && i < r->n_checks; i++) {
+    const eng_check *c = &r->checks[i];
+    if (c->status == ENG_FAIL || c->status == ENG_ERROR)
+      printf("      %s:%s %s %s: %s: %s\n", eng_name(c->engine), c->baseline, c->path, c->output,
+             eng_status_name(c->status), c->reason);
+  }
+  if (s->live)
+    session_redraw(s);
   fflush(stdout);
   return -1;
 }
 
-static int is_file(const char *arg) { return strchr(arg, '=') == NULL; }
-
-static int cmd_run(int argc, char **argv)
+/* Ends the run: marks it complete, prints the summary. Returns the exit code. */
+static int session_close(session *s, const char *db_path)
 {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  int ch;
-  optind = 1;
-  while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (ch == 'h') {
-      fputs("usage: tbecheck run [CASEFILE|CASE ...]\n"
-            "Runs each case through the reference (bounds check, forward) and checks every\n"
-            "output element against the exact sum within its derived bound (metric\n"
-            "bound_ratio). A case whose FATAL bounds check fires passes if the reference\n"
-            "names the offender. Exit 0 all passed, 1 failures, 2 bad input, 3 I/O error.\n",
-            stdout);
-      return EXIT_PASS;
-    }
+  if (s->live)
+    printf("\r\033[K");
+  tbe_status st = db_run_end(s->d, s->run);
+  db_table t;
+  db_param p = {":run", NULL, s->run};
+  if (st.code == TBE_OK)
+    st = db_query(s->d, "summary", &p, 1, &t);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  printf("\nrun %lld: %lld cases, %d failed; results in %s\n\n", (long long)s->run,
+         (long long)s->prog.done, s->failed_cases, db_path);
+  print_table(&t, 0);
+  db_table_free(&t);
+  return s->failed_cases ? EXIT_FAILURES : EXIT_PASS;
+}
+
+static void session_free(session *s)
+{
+  eng_close(s->x);
+  db_close(s->d);
+}
+
+/* ---- run ---- */
+
+typedef struct {
+  tbe_case *c;
+  char *canon;
+} parsed_case;
+
+/* Parses one case text, naming `where` in errors; appends it to *v. Returns -1 or exit code. */
+static int add_case(const char *text, const char *where, parsed_case **v, int64_t *n)
+{
+  tbe_case *c;
+  tbe_status st = case_parse(text, &c);
+  if (st.code != TBE_OK) {
+    say_error("%s: bad case (key '%s'): %s", where, st.field, st.message);
     return EXIT_USAGE;
   }
-  if (optind >= argc) {
-    fputs("tbecheck run: give at least one case file or case\n", stderr);
-    return EXIT_USAGE;
+  int len = case_format(c, NULL, 0);
+  char *canon = malloc((size_t)len + 1);
+  parsed_case *p = realloc(*v, sizeof *p * (size_t)(*n + 1));
+  if (!canon || !p) {
+    free(canon);
+    case_free(c);
+    if (p)
+      *v = p;
+    say_error("out of memory");
+    return EXIT_INTERNAL;
   }
-  run_totals tot = {0, 0, 0, 0, 0};
-  double t0 = now_ms();
-  for (int a = optind; a < argc; a++) {
-    if (!is_file(argv[a])) {
-      int rc = run_text(argv[a], "argument", &tot);
+  case_format(c, canon, (size_t)len + 1);
+  *v = p;
+  p[*n] = (parsed_case){c, canon};
+  ++*n;
+  return -1;
+}
+
+/* Reads and parses every case of the arguments. Returns -1 or an exit code. */
+static int collect_cases(int argc, char **argv, parsed_case **v, int64_t *n)
+{
+  for (int a = 0; a < argc; a++) {
+    if (is_case_text(argv[a])) {
+      int rc = add_case(argv[a], "argument", v, n);
       if (rc >= 0)
         return rc;
       continue;
@@ -199,69 +537,389 @@ static int cmd_run(int argc, char **argv)
     case_list cl;
     tbe_status st = case_file_read(argv[a], &cl);
     if (st.code != TBE_OK) {
-      fprintf(stderr, "tbecheck: %s\n", st.message);
-      return st.code == TBE_EIO ? EXIT_USAGE : exit_for(st.code);
+      say_error("%s", st.message);
+      return st.code == TBE_EIO || st.code == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
     }
-    for (int i = 0; i < cl.count; i++) {
-      char where[512];
+    int rc = -1;
+    for (int i = 0; rc < 0 && i < cl.count; i++) {
+      char where[600];
       snprintf(where, sizeof where, "%s:%d", argv[a], cl.lines[i].line);
-      int rc = run_text(cl.lines[i].text, where, &tot);
-      if (rc >= 0) {
-        case_list_free(&cl);
-        return rc;
-      }
+      rc = add_case(cl.lines[i].text, where, v, n);
     }
     case_list_free(&cl);
+    if (rc >= 0)
+      return rc;
   }
-  printf("\nreference vs exact: %d cases, %d pass (%d stopped by a FATAL bounds check), "
-         "%d fail; worst bound_ratio %.3e; %.1f s\n",
-         tot.cases, tot.pass, tot.stopped, tot.fail, tot.worst_ratio, (now_ms() - t0) / 1e3);
-  return tot.fail ? EXIT_FAILURES : EXIT_PASS;
+  return -1;
+}
+
+static void free_cases(parsed_case *v, int64_t n)
+{
+  for (int64_t i = 0; i < n; i++) {
+    case_free(v[i].c);
+    free(v[i].canon);
+  }
+  free(v);
+}
+
+static int cmd_run(int argc, char **argv)
+{
+  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT,
+                                0};
+  cli_options o;
+  int rc = parse_options(argc, argv, run_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (optind >= argc) {
+    say_error("give at least one case file or case");
+    return usage_error(run_usage);
+  }
+  parsed_case *all = NULL;
+  int64_t n = 0;
+  rc = collect_cases(argc - optind, argv + optind, &all, &n);
+  if (rc >= 0) {
+    free_cases(all, n);
+    return rc;
+  }
+  int64_t mine = 0; /* this shard's cases, moved to the front */
+  for (int64_t i = 0; i < n; i++) {
+    parsed_case p = all[i];
+    if (!o.shard_n || i % o.shard_n == o.shard_i - 1) {
+      all[i] = all[mine];
+      all[mine++] = p;
+    }
+  }
+  session s;
+  rc = session_open(&s, &o, argc, argv, mine * o.repeat);
+  for (int64_t i = 0; rc < 0 && i < mine; i++)
+    for (int k = 0; rc < 0 && k < o.repeat; k++) {
+      eng_case_result r;
+      tbe_status st = eng_run_case(s.x, all[i].c, all[i].canon, &r);
+      rc = st.code == TBE_OK ? session_case(&s, all[i].canon, k, &r) : fail_with(st);
+      eng_case_result_free(&r);
+    }
+  if (rc < 0)
+    rc = session_close(&s, o.db_path);
+  session_free(&s);
+  free_cases(all, n);
+  return rc;
+}
+
+/* ---- import ---- */
+
+static int cmd_import(int argc, char **argv)
+{
+  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_MAXV, OPT_FAULT, OPT_POOL, OPT_OUT,
+                                OPT_BOUNDS, 0};
+  cli_options o;
+  int rc = parse_options(argc, argv, import_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (argc - optind != 1)
+    return usage_error(import_usage);
+  tbe_batch b;
+  char canon[160];
+  tbe_status st = import_dir(argv[optind], &o.imp, &b, canon, sizeof canon);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  session s;
+  rc = session_open(&s, &o, argc, argv, 1);
+  if (rc < 0) {
+    eng_case_result r;
+    gpu_fwd_config cfg = {0};
+    st = eng_run_batch(s.x, &b, canon, o.imp.bounds, &cfg, &r);
+    rc = st.code == TBE_OK ? session_case(&s, canon, 0, &r) : fail_with(st);
+    eng_case_result_free(&r);
+  }
+  if (rc < 0)
+    rc = session_close(&s, o.db_path);
+  session_free(&s);
+  tbe_batch_free(&b);
+  return rc;
+}
+
+/* ---- replay ---- */
+
+static void print_check(const eng_check *c)
+{
+  char pair[32];
+  snprintf(pair, sizeof pair, "%s:%s", eng_name(c->engine), c->baseline);
+  printf("%-11s %-13s %-9s %-11s %-4s", pair, c->path, c->output, cmp_metric_name(c->metric),
+         eng_status_name(c->status));
+  if (c->compared) {
+    const cmp_result *m = &c->cmp;
+    printf("  elements %lld, bit-exact %lld, violations %lld", (long long)m->elements,
+           (long long)m->exact, (long long)m->violations);
+    if (m->metric == CMP_BOUND)
+      printf(", worst ratio %.3e", m->worst_bound_ratio);
+    else
+      printf(", max ulp %lld", (long long)m->max_ulp);
+    printf(", max abs %.3g, max rel %.3g", m->max_abs, m->max_rel);
+  }
+  putchar('\n');
+  if (c->status != ENG_PASS)
+    printf("    %s\n", c->reason);
+  for (int i = 0; i < c->n_violations; i++) {
+    const eng_violation *v = &c->violations[i];
+    printf("    %-34s expected %-24.17g got %-16.9g", v->coordinates, v->v.expected, v->v.got);
+    if (c->metric == CMP_BOUND)
+      printf(" bound %.3g", v->v.bound);
+    putchar('\n');
+  }
+}
+
+static int cmd_replay(int argc, char **argv)
+{
+  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_MAXV, OPT_FAULT, 0};
+  cli_options o;
+  int rc = parse_options(argc, argv, replay_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (argc - optind != 1)
+    return usage_error(replay_usage);
+  const char *arg = argv[optind];
+  char *text = NULL;
+  if (!is_case_text(arg)) {
+    db *d;
+    tbe_status st = db_open(o.db_path, DB_READ, &d);
+    if (st.code == TBE_OK) {
+      st = db_case_text(d, arg, &text);
+      db_close(d);
+    }
+    if (st.code != TBE_OK)
+      return fail_with(st);
+    if (!strncmp(text, "import ", 7)) {
+      say_error("case %s is an imported batch (%s): rerun it with tbecheck import DIR", arg,
+                text);
+      free(text);
+      return EXIT_USAGE;
+    }
+  }
+  parsed_case *pc = NULL;
+  int64_t n = 0;
+  rc = add_case(text ? text : arg, "case", &pc, &n);
+  free(text);
+  if (rc >= 0)
+    return rc;
+  eng_ctx *x;
+  tbe_status st = eng_open(&o.eng, &x);
+  eng_case_result r;
+  if (st.code == TBE_OK) {
+    char hash[17];
+    db_case_hash(pc[0].canon, hash);
+    printf("case %s  %s\n\n", hash, pc[0].canon);
+    st = eng_run_case(x, pc[0].c, pc[0].canon, &r);
+  }
+  if (st.code == TBE_OK) {
+    for (int i = 0; i < r.n_checks; i++)
+      print_check(&r.checks[i]);
+    rc = eng_case_failed(&r) ? EXIT_FAILURES : EXIT_PASS;
+    eng_case_result_free(&r);
+  } else {
+    rc = fail_with(st);
+  }
+  eng_close(x);
+  free_cases(pc, n);
+  return rc;
+}
+
+/* ---- list, show, report: reading the database ---- */
+
+/* Opens the database for reading and runs one query with the given parameters. */
+static int read_query(const char *path, const char *query, const db_param *p, int np,
+                      db_table *t)
+{
+  db *d;
+  tbe_status st = db_open(path, DB_READ, &d);
+  if (st.code == TBE_OK) {
+    st = db_query(d, query, p, np, t);
+    db_close(d);
+  }
+  return st.code == TBE_OK ? -1 : fail_with(st);
+}
+
+static int cmd_list(int argc, char **argv)
+{
+  static const int allowed[] = {OPT_DB, OPT_RUN, OPT_FAILED, 0};
+  cli_options o;
+  int rc = parse_options(argc, argv, list_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (optind != argc)
+    return usage_error(list_usage);
+  db_param p[2] = {{":all", NULL, !o.failed_only}, {":run", NULL, o.run}};
+  db_table t;
+  rc = read_query(o.db_path, "failures", p, o.run > 0 ? 2 : 1, &t);
+  if (rc >= 0)
+    return rc;
+  print_table(&t, 48);
+  printf("(%d result%s)\n", t.nrows, t.nrows == 1 ? "" : "s");
+  db_table_free(&t);
+  return EXIT_PASS;
+}
+
+static int cmd_show(int argc, char **argv)
+{
+  static const int allowed[] = {OPT_DB, 0};
+  cli_options o;
+  int rc = parse_options(argc, argv, show_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  long long id;
+  if (argc - optind != 1 || parse_int(argv[optind], 1, INT64_MAX, &id))
+    return usage_error(show_usage);
+  db *d;
+  db_table r, v;
+  db_param p = {":id", NULL, id};
+  tbe_status st = db_open(o.db_path, DB_READ, &d);
+  if (st.code == TBE_OK)
+    st = db_query(d, "result", &p, 1, &r);
+  if (st.code == TBE_OK) {
+    st = db_query(d, "violations", &p, 1, &v);
+    if (st.code != TBE_OK)
+      db_table_free(&r);
+  }
+  db_close(d);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  rc = EXIT_PASS;
+  if (r.nrows == 0) {
+    say_error("%s has no result %lld", o.db_path, id);
+    rc = EXIT_USAGE;
+  } else {
+    print_record(&r);
+    printf("\nviolations recorded: %d\n", v.nrows);
+    if (v.nrows)
+      print_table(&v, 0);
+  }
+  db_table_free(&r);
+  db_table_free(&v);
+  return rc;
+}
+
+/* Prints the drift of run p's results: totals per kind of change, then the changed rows. */
+static void print_drift(const db_table *t)
+{
+  static const char *const kinds[] = {"same", "new", "status", "bits", "metrics"};
+  int change_col = 0;
+  while (change_col < t->ncols && strcmp(t->names[change_col], "change"))
+    change_col++;
+  int counts[5] = {0}, changed = 0;
+  for (int r = 0; r < t->nrows; r++) {
+    int k = pick(t->cells[r * t->ncols + change_col], kinds, 5);
+    counts[k < 0 ? 0 : k]++;
+  }
+  changed = counts[2] + counts[3] + counts[4];
+  printf("\ndrift against the previous run of each case: %d results; %d same, %d new "
+         "(no earlier run), %d changed (%d status, %d bits, %d metrics)\n",
+         t->nrows, counts[0], counts[1], changed, counts[2], counts[3], counts[4]);
+  if (!changed)
+    return;
+  db_table shown = *t;
+  shown.nrows = changed; /* drift.sql orders the changed rows first */
+  putchar('\n');
+  print_table(&shown, 48);
+}
+
+static int cmd_report(int argc, char **argv)
+{
+  static const int allowed[] = {OPT_DB, OPT_RUN, 0};
+  cli_options o;
+  int rc = parse_options(argc, argv, report_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (optind != argc)
+    return usage_error(report_usage);
+  db_param p = {":run", NULL, o.run};
+  int np = o.run > 0;
+  db *d;
+  db_table info, sum, drift;
+  tbe_status st = db_open(o.db_path, DB_READ, &d);
+  if (st.code == TBE_OK)
+    st = db_query(d, "run", &p, np, &info);
+  if (st.code == TBE_OK && info.nrows == 0) {
+    st = tbe_error(TBE_EINVAL, "run", -1, "%s has no run %s", o.db_path, np ? "so numbered" : "yet");
+    db_table_free(&info);
+  }
+  if (st.code == TBE_OK) {
+    p = (db_param){":run", NULL, strtoll(info.cells[0], NULL, 10)};
+    st = db_query(d, "summary", &p, 1, &sum);
+    if (st.code == TBE_OK) {
+      st = db_query(d, "drift", &p, 1, &drift);
+      if (st.code != TBE_OK)
+        db_table_free(&sum);
+    }
+    if (st.code != TBE_OK)
+      db_table_free(&info);
+  }
+  db_close(d);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  print_record(&info);
+  putchar('\n');
+  print_table(&sum, 0);
+  print_drift(&drift);
+  db_table_free(&info);
+  db_table_free(&sum);
+  db_table_free(&drift);
+  return EXIT_PASS;
+}
+
+/* ---- merge, export, random ---- */
+
+static int cmd_merge(int argc, char **argv)
+{
+  static const int allowed[] = {0};
+  cli_options o;
+  int rc = parse_options(argc, argv, merge_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (argc - optind < 2)
+    return usage_error(merge_usage);
+  db *d;
+  tbe_status st = db_open(argv[optind], DB_WRITE, &d);
+  for (int a = optind + 1; st.code == TBE_OK && a < argc; a++) {
+    int added;
+    st = db_merge(d, argv[a], &added);
+    if (st.code == TBE_OK)
+      printf("%s: %d run%s added\n", argv[a], added, added == 1 ? "" : "s");
+  }
+  db_close(d);
+  return st.code == TBE_OK ? EXIT_PASS : fail_with(st);
 }
 
 static int cmd_export(int argc, char **argv)
 {
-  if (argc != 3 || strcmp(argv[1], "--help") == 0) {
-    fputs("usage: tbecheck export CASE|CASEFILE DIR\n", argc == 2 ? stdout : stderr);
-    return argc == 2 ? EXIT_PASS : EXIT_USAGE;
-  }
-  tbe_status st;
+  static const int allowed[] = {0};
+  cli_options o;
+  int rc = parse_options(argc, argv, export_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  if (argc - optind != 2)
+    return usage_error(export_usage);
+  const char *what = argv[optind], *dir = argv[optind + 1];
   int count = 1;
-  if (is_file(argv[1]))
-    st = export_file(argv[1], argv[2], &count);
-  else
-    st = export_case(argv[1], argv[2]);
-  if (st.code != TBE_OK) {
-    fprintf(stderr, "tbecheck export: %s\n", st.message);
-    return exit_for(st.code);
-  }
-  fprintf(stderr, "exported %d case(s) to %s\n", count, argv[2]);
+  tbe_status st = is_case_text(what) ? export_case(what, dir) : export_file(what, dir, &count);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  fprintf(stderr, "exported %d case(s) to %s\n", count, dir);
   return EXIT_PASS;
-}
-
-/* Parses a non-negative decimal integer argument; returns 0 on success. */
-static int parse_u64(const char *s, uint64_t *v)
-{
-  char *end;
-  if (!*s || *s == '-')
-    return -1;
-  unsigned long long x = strtoull(s, &end, 10);
-  if (*end)
-    return -1;
-  *v = x;
-  return 0;
 }
 
 static int cmd_random(int argc, char **argv)
 {
-  uint64_t n, seed;
-  if (argc != 3 || parse_u64(argv[1], &n) || parse_u64(argv[2], &seed)) {
-    fputs("usage: tbecheck random N SEED   (non-negative integers)\n", stderr);
-    return EXIT_USAGE;
-  }
+  static const int allowed[] = {0};
+  cli_options o;
+  int rc = parse_options(argc, argv, random_usage, allowed, &o);
+  if (rc >= 0)
+    return rc;
+  long long n, seed;
+  if (argc - optind != 2 || parse_int(argv[optind], 0, INT64_MAX, &n) ||
+      parse_int(argv[optind + 1], 0, INT64_MAX, &seed))
+    return usage_error(random_usage);
   char buf[4096];
-  for (uint64_t i = 0; i < n; i++) {
-    case_random(seed, i, buf, sizeof buf);
+  for (long long i = 0; i < n; i++) {
+    case_random((uint64_t)seed, (uint64_t)i, buf, sizeof buf);
     puts(buf);
   }
   return EXIT_PASS;
@@ -269,21 +927,28 @@ static int cmd_random(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-  if (argc < 2) {
-    fputs(usage_text, stderr);
-    return EXIT_USAGE;
-  }
+  signal(SIGPIPE, SIG_IGN); /* a dead oracle worker is an error, not our end */
+  signal(SIGXFSZ, SIG_IGN); /* a file size limit is a write error (EFBIG), reported */
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } commands[] = {
+    {"run", cmd_run},       {"replay", cmd_replay}, {"list", cmd_list},
+    {"show", cmd_show},     {"report", cmd_report}, {"import", cmd_import},
+    {"export", cmd_export}, {"merge", cmd_merge},   {"random", cmd_random},
+  };
+  if (argc < 2)
+    return usage_error(usage_text);
   const char *cmd = argv[1];
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     fputs(usage_text, stdout);
     return EXIT_PASS;
   }
-  if (!strcmp(cmd, "run"))
-    return cmd_run(argc - 1, argv + 1);
-  if (!strcmp(cmd, "export"))
-    return cmd_export(argc - 1, argv + 1);
-  if (!strcmp(cmd, "random"))
-    return cmd_random(argc - 1, argv + 1);
-  fprintf(stderr, "tbecheck: unknown command '%s'\n\n%s", cmd, usage_text);
-  return EXIT_USAGE;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(cmd, commands[i].name)) {
+      command_name = cmd;
+      return commands[i].fn(argc - 1, argv + 1);
+    }
+  fprintf(stderr, "tbecheck: unknown command '%s'\n\n", cmd);
+  return usage_error(usage_text);
 }

@@ -1,0 +1,594 @@
+/* db.c: the results database on SQLite: safe open (refuse, never touch, what is not ours),
+ * WAL and busy timeout for concurrent writers, one transaction per case, queries, merge.
+ * Not the schema (reports/schema.sql, embedded) and not the CLI's printing (tbecheck.c).
+ */
+#include "db.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
+#define DB_BUSY_MS 60000 /* how long a writer waits for another's transaction */
+
+struct db {
+  sqlite3 *h;
+  char path[1024];
+  sqlite3_stmt *ins_case, *get_case, *ins_result, *ins_violation, *ins_perf;
+};
+
+/* A status for SQLite error rc on handle h while doing `what`: disk and I/O problems are
+ * TBE_EIO, a damaged file TBE_EINVAL, anything else a bug of ours. */
+static tbe_status db_fail(const char *path, sqlite3 *h, int rc, const char *what)
+{
+  int prim = rc & 0xff;
+  tbe_code code = prim == SQLITE_NOMEM ? TBE_ENOMEM
+                  : prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB ? TBE_EINVAL
+                  : prim == SQLITE_FULL || prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN ||
+                          prim == SQLITE_READONLY || prim == SQLITE_PERM ||
+                          prim == SQLITE_BUSY || prim == SQLITE_LOCKED
+                      ? TBE_EIO
+                      : TBE_EINTERNAL;
+  return tbe_error(code, "database", -1, "%s: %s: %s", path, what,
+                   h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
+}
+
+/* Runs sql (one or more statements, no rows wanted). */
+static tbe_status db_exec(db *d, const char *sql, const char *what)
+{
+  int rc = sqlite3_exec(d->h, sql, NULL, NULL, NULL);
+  return rc == SQLITE_OK ? tbe_ok() : db_fail(d->path, d->h, rc, what);
+}
+
+/* The first column of the first row of sql as an integer; *found = 0 when there is no row. */
+static int db_int(sqlite3 *h, const char *sql, int64_t *v, int *found)
+{
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(h, sql, -1, &st, NULL);
+  if (rc != SQLITE_OK)
+    return rc;
+  rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    *v = sqlite3_column_int64(st, 0);
+    rc = SQLITE_OK;
+  } else if (rc == SQLITE_DONE) {
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Writes "file:PATH?query" with PATH percent-encoded where a URI needs it. */
+static int db_uri(const char *path, const char *query, char *buf, size_t n)
+{
+  size_t k = 0;
+  int w = snprintf(buf, n, "file:");
+  if (w < 0 || (size_t)w >= n)
+    return -1;
+  k = (size_t)w;
+  for (const char *p = path; *p; p++) {
+    w = strchr("%?#", *p) ? snprintf(buf + k, n - k, "%%%02x", (unsigned char)*p)
+                          : snprintf(buf + k, n - k, "%c", *p);
+    if (w < 0 || (size_t)w >= n - k)
+      return -1;
+    k += (size_t)w;
+  }
+  w = snprintf(buf + k, n - k, "?%s", query);
+  return w < 0 || (size_t)w >= n - k ? -1 : 0;
+}
+
+static int db_file_exists(const char *path, const char *suffix)
+{
+  char p[1100];
+  struct stat st;
+  return snprintf(p, sizeof p, "%s%s", path, suffix) < (int)sizeof p && stat(p, &st) == 0;
+}
+
+/* Checks that the open handle h is a tbecheck database of a schema this build can use
+ * (exactly this version when `exact`, else at most it), and not damaged. */
+static tbe_status db_check(const char *path, sqlite3 *h, int exact)
+{
+  int64_t v = 0;
+  int found = 0;
+  int rc = db_int(h, "PRAGMA application_id", &v, &found);
+  if (rc != SQLITE_OK)
+    return (rc & 0xff) == SQLITE_NOTADB
+               ? tbe_error(TBE_EINVAL, "database", -1,
+                           "%s is not a SQLite database (it may be another kind of file)", path)
+               : db_fail(path, h, rc, "cannot read the database header (truncated or corrupt)");
+  if (v != DB_APPLICATION_ID)
+    return tbe_error(TBE_EINVAL, "database", -1,
+                     "%s is a SQLite database but not a tbecheck one (application_id %lld)", path,
+                     (long long)v);
+  rc = db_int(h, "SELECT schema_version FROM meta", &v, &found);
+  if (rc != SQLITE_OK || !found)
+    return rc != SQLITE_OK ? db_fail(path, h, rc, "cannot read its schema version (corrupt?)")
+                           : tbe_error(TBE_EINVAL, "database", -1,
+                                       "%s has no schema version (meta is empty)", path);
+  if (v > DB_SCHEMA_VERSION)
+    return tbe_error(TBE_EINVAL, "database", -1,
+                     "%s has schema version %lld, newer than this tbecheck's %d: use a newer "
+                     "tbecheck", path, (long long)v, DB_SCHEMA_VERSION);
+  if (v < DB_SCHEMA_VERSION || (exact && v != DB_SCHEMA_VERSION))
+    return tbe_error(TBE_EINVAL, "database", -1,
+                     "%s has schema version %lld, older than this tbecheck's %d", path,
+                     (long long)v, DB_SCHEMA_VERSION);
+  sqlite3_stmt *st;
+  rc = sqlite3_prepare_v2(h, "PRAGMA quick_check", -1, &st, NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *msg = (const char *)sqlite3_column_text(st, 0);
+    tbe_status s = msg && !strcmp(msg, "ok")
+                       ? tbe_ok()
+                       : tbe_error(TBE_EINVAL, "database", -1, "%s is corrupt: %s", path,
+                                   msg ? msg : "?");
+    sqlite3_finalize(st);
+    return s;
+  }
+  sqlite3_finalize(st);
+  return db_fail(path, h, rc, "is corrupt or truncated");
+}
+
+/* Checks the existing file at path without writing anything: a read-only connection, and an
+ * immutable one when there is no WAL file (then nothing can be pending, and SQLite creates no
+ * -wal or -shm file beside a file it is refusing). */
+static tbe_status db_validate(const char *path, int exact)
+{
+  char uri[2200];
+  if (db_uri(path, db_file_exists(path, "-wal") ? "mode=ro" : "immutable=1", uri, sizeof uri))
+    return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", path);
+  sqlite3 *h = NULL;
+  int rc = sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+  tbe_status s = rc == SQLITE_OK ? db_check(path, h, exact) : db_fail(path, h, rc, "cannot open");
+  sqlite3_close(h);
+  return s;
+}
+
+/* Creates the schema in a new (empty) database, unless a concurrent tbecheck just did; in that
+ * case checks what it made. */
+static tbe_status db_create(db *d)
+{
+  tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start creating the database");
+  if (s.code != TBE_OK)
+    return s;
+  int64_t n = 0;
+  int found;
+  int rc = db_int(d->h, "SELECT count(*) FROM sqlite_schema", &n, &found);
+  if (rc != SQLITE_OK)
+    s = db_fail(d->path, d->h, rc, "cannot read the schema");
+  else if (n > 0)
+    s = db_check(d->path, d->h, 0);
+  else
+    s = db_exec(d, db_sql("schema"), "cannot create the schema");
+  if (s.code == TBE_OK)
+    s = db_exec(d, "COMMIT", "cannot commit the new schema");
+  if (s.code != TBE_OK)
+    sqlite3_exec(d->h, "ROLLBACK", NULL, NULL, NULL);
+  return s;
+}
+
+static tbe_status db_prepare(db *d, const char *sql, sqlite3_stmt **st)
+{
+  int rc = sqlite3_prepare_v3(d->h, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+  return rc == SQLITE_OK ? tbe_ok() : db_fail(d->path, d->h, rc, "cannot prepare a statement");
+}
+
+static tbe_status db_prepare_all(db *d)
+{
+  tbe_status s = db_prepare(d, "INSERT INTO cases (canonical, hash) VALUES (?1, ?2) "
+                               "ON CONFLICT (canonical) DO NOTHING", &d->ins_case);
+  if (s.code == TBE_OK)
+    s = db_prepare(d, "SELECT id FROM cases WHERE canonical = ?1", &d->get_case);
+  if (s.code == TBE_OK)
+    s = db_prepare(d,
+                   "INSERT INTO results (run, case_id, repeat, engine, baseline, path, output, "
+                   "metric, status, reason, elements, exact, max_ulp, max_abs, max_rel, "
+                   "worst_bound_ratio, violations, digest, ref_ms, gpu_ms) VALUES (?1, ?2, ?3, ?4, "
+                   "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                   &d->ins_result);
+  if (s.code == TBE_OK)
+    s = db_prepare(d,
+                   "INSERT INTO violations (result, element, coordinates, expected, got, bound) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                   &d->ins_violation);
+  if (s.code == TBE_OK)
+    s = db_prepare(d,
+                   "INSERT INTO perf (run, case_id, repeat, kernel, ms, bytes, gbps) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                   &d->ins_perf);
+  return s;
+}
+
+/* Prepares sql and binds the named parameters it uses. */
+static tbe_status db_prepare_query(db *d, const char *sql, const db_param *params, int nparams,
+                                   sqlite3_stmt **st)
+{
+  int rc = sqlite3_prepare_v2(d->h, sql, -1, st, NULL);
+  if (rc != SQLITE_OK)
+    return db_fail(d->path, d->h, rc, "cannot prepare a query");
+  for (int i = 0; i < nparams; i++) {
+    int k = sqlite3_bind_parameter_index(*st, params[i].name);
+    if (k > 0 && params[i].text)
+      sqlite3_bind_text(*st, k, params[i].text, -1, SQLITE_TRANSIENT);
+    else if (k > 0)
+      sqlite3_bind_int64(*st, k, params[i].value);
+  }
+  return tbe_ok();
+}
+
+tbe_status db_open(const char *path, db_mode mode, db **out)
+{
+  *out = NULL;
+  struct stat st;
+  int exists = stat(path, &st) == 0;
+  if (!exists && errno != ENOENT)
+    return tbe_error(TBE_EIO, "database", -1, "%s: %s", path, strerror(errno));
+  if (exists && !S_ISREG(st.st_mode))
+    return tbe_error(TBE_EINVAL, "database", -1, "%s is not a regular file", path);
+  int fresh = !exists || (st.st_size == 0 && !db_file_exists(path, "-wal"));
+  if (fresh && mode == DB_READ)
+    return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", path,
+                     exists ? "the file is empty, not a tbecheck database"
+                            : "no such database (tbecheck run creates one)");
+  if (!fresh) {
+    tbe_status s = db_validate(path, 0);
+    if (s.code != TBE_OK)
+      return s;
+  }
+  db *d = calloc(1, sizeof *d);
+  if (!d)
+    return tbe_error(TBE_ENOMEM, "database", -1, "out of memory");
+  snprintf(d->path, sizeof d->path, "%s", path);
+  int flags = mode == DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+  int rc = sqlite3_open_v2(path, &d->h, flags | SQLITE_OPEN_URI, NULL);
+  tbe_status s = rc == SQLITE_OK ? tbe_ok() : db_fail(path, d->h, rc, "cannot open");
+  if (s.code == TBE_OK)
+    sqlite3_busy_timeout(d->h, DB_BUSY_MS);
+  if (s.code == TBE_OK && mode == DB_WRITE)
+    s = db_exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
+                "cannot switch to WAL");
+  if (s.code == TBE_OK)
+    s = db_exec(d, "PRAGMA foreign_keys = ON", "cannot enable foreign keys");
+  if (s.code == TBE_OK && mode == DB_WRITE && fresh)
+    s = db_create(d);
+  if (s.code == TBE_OK && mode == DB_WRITE)
+    s = db_prepare_all(d);
+  if (s.code != TBE_OK) {
+    db_close(d);
+    return s;
+  }
+  *out = d;
+  return tbe_ok();
+}
+
+void db_close(db *d)
+{
+  if (!d)
+    return;
+  sqlite3_finalize(d->ins_case);
+  sqlite3_finalize(d->get_case);
+  sqlite3_finalize(d->ins_result);
+  sqlite3_finalize(d->ins_violation);
+  sqlite3_finalize(d->ins_perf);
+  sqlite3_close(d->h);
+  free(d);
+}
+
+/* Binds v as text, or NULL. */
+static void db_bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+  if (v)
+    sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+/* Binds v, or NULL when v < 0 (unknown timings, dirty flag). */
+static void db_bind_nonneg(sqlite3_stmt *st, int i, double v)
+{
+  if (v >= 0)
+    sqlite3_bind_double(st, i, v);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+/* Binds a value that may be NaN (stored as NULL). */
+static void db_bind_real(sqlite3_stmt *st, int i, double v)
+{
+  if (v == v)
+    sqlite3_bind_double(st, i, v);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+/* Steps a statement that returns no rows, then resets it. */
+static int db_step(sqlite3_stmt *st)
+{
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
+{
+  unsigned char rnd[16];
+  FILE *f = fopen("/dev/urandom", "rb");
+  size_t got = f ? fread(rnd, 1, sizeof rnd, f) : 0;
+  if (f)
+    fclose(f);
+  if (got != sizeof rnd)
+    return tbe_error(TBE_EIO, "run", -1, "cannot read /dev/urandom for the run's uid");
+  char uid[33];
+  for (int i = 0; i < 16; i++)
+    snprintf(uid + 2 * i, 3, "%02x", rnd[i]);
+  sqlite3_stmt *st;
+  tbe_status s = db_prepare(d,
+                            "INSERT INTO runs (uid, git_commit, dirty, host, cpu, gpu, driver, "
+                            "cuda, tool_version, argv, engines, shard, repeats, started) VALUES "
+                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                            "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                            &st);
+  if (s.code != TBE_OK)
+    return s;
+  db_bind_text(st, 1, uid);
+  db_bind_text(st, 2, in->git_commit);
+  if (in->dirty >= 0)
+    sqlite3_bind_int(st, 3, in->dirty);
+  const char *text[] = {in->host, in->cpu, in->gpu, in->driver, in->cuda, in->tool_version,
+                        in->argv, in->engines, in->shard};
+  for (int i = 0; i < 9; i++)
+    db_bind_text(st, 4 + i, text[i]);
+  sqlite3_bind_int(st, 13, in->repeats);
+  int rc = db_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_OK)
+    return db_fail(d->path, d->h, rc, "cannot record the run");
+  *run = sqlite3_last_insert_rowid(d->h);
+  return tbe_ok();
+}
+
+tbe_status db_run_end(db *d, int64_t run)
+{
+  sqlite3_stmt *st;
+  db_param p = {":run", NULL, run};
+  tbe_status s = db_prepare_query(d,
+                                  "UPDATE runs SET ended = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                                  "complete = 1 WHERE id = :run",
+                                  &p, 1, &st);
+  if (s.code != TBE_OK)
+    return s;
+  int rc = db_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_OK ? tbe_ok() : db_fail(d->path, d->h, rc, "cannot mark the run complete");
+}
+
+void db_case_hash(const char *canonical, char hex[17])
+{
+  snprintf(hex, 17, "%016llx",
+           (unsigned long long)eng_fnv1a(ENG_FNV_SEED, canonical, strlen(canonical)));
+}
+
+static int db_store_check(db *d, int64_t run, int64_t case_id, int repeat,
+                          const eng_case_result *r, const eng_check *c)
+{
+  sqlite3_stmt *st = d->ins_result;
+  sqlite3_bind_int64(st, 1, run);
+  sqlite3_bind_int64(st, 2, case_id);
+  sqlite3_bind_int(st, 3, repeat);
+  db_bind_text(st, 4, eng_name(c->engine));
+  db_bind_text(st, 5, c->baseline);
+  db_bind_text(st, 6, c->path);
+  db_bind_text(st, 7, c->output);
+  db_bind_text(st, 8, cmp_metric_name(c->metric));
+  db_bind_text(st, 9, eng_status_name(c->status));
+  db_bind_text(st, 10, c->status == ENG_PASS ? NULL : c->reason);
+  if (c->compared) {
+    const cmp_result *m = &c->cmp;
+    sqlite3_bind_int64(st, 11, m->elements);
+    sqlite3_bind_int64(st, 12, m->exact);
+    sqlite3_bind_int64(st, 13, m->max_ulp);
+    db_bind_real(st, 14, m->max_abs);
+    db_bind_real(st, 15, m->max_rel);
+    if (m->metric == CMP_BOUND)
+      db_bind_real(st, 16, m->worst_bound_ratio);
+    sqlite3_bind_int64(st, 17, m->violations);
+  }
+  char digest[17];
+  snprintf(digest, sizeof digest, "%016llx", (unsigned long long)c->digest);
+  db_bind_text(st, 18, c->has_digest ? digest : NULL);
+  db_bind_nonneg(st, 19, r->ref_ms);
+  db_bind_nonneg(st, 20, c->engine == ENG_GPU ? r->gpu_ms : -1);
+  int rc = db_step(st);
+  int64_t result = sqlite3_last_insert_rowid(d->h);
+  for (int i = 0; rc == SQLITE_OK && i < c->n_violations; i++) {
+    const eng_violation *v = &c->violations[i];
+    st = d->ins_violation;
+    sqlite3_bind_int64(st, 1, result);
+    sqlite3_bind_int64(st, 2, v->v.index);
+    db_bind_text(st, 3, v->coordinates);
+    db_bind_real(st, 4, v->v.expected);
+    db_bind_real(st, 5, v->v.got);
+    sqlite3_bind_double(st, 6, v->v.bound);
+    rc = db_step(st);
+  }
+  return rc;
+}
+
+static int db_store_perf(db *d, int64_t run, int64_t case_id, int repeat, const eng_perf *p)
+{
+  sqlite3_stmt *st = d->ins_perf;
+  char kernel[64];
+  snprintf(kernel, sizeof kernel, "%s:%s", eng_name(p->engine), p->path);
+  sqlite3_bind_int64(st, 1, run);
+  sqlite3_bind_int64(st, 2, case_id);
+  sqlite3_bind_int(st, 3, repeat);
+  db_bind_text(st, 4, kernel);
+  sqlite3_bind_double(st, 5, p->ms);
+  sqlite3_bind_int64(st, 6, p->bytes);
+  if (p->ms > 0)
+    sqlite3_bind_double(st, 7, (double)p->bytes / p->ms / 1e6);
+  return db_step(st);
+}
+
+tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
+                         const eng_case_result *r, int64_t *case_id)
+{
+  tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start a transaction");
+  if (s.code != TBE_OK)
+    return s;
+  char hash[17];
+  db_case_hash(canonical, hash);
+  db_bind_text(d->ins_case, 1, canonical);
+  db_bind_text(d->ins_case, 2, hash);
+  int rc = db_step(d->ins_case);
+  if (rc == SQLITE_OK) {
+    db_bind_text(d->get_case, 1, canonical);
+    rc = sqlite3_step(d->get_case);
+    *case_id = sqlite3_column_int64(d->get_case, 0);
+    rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+    sqlite3_reset(d->get_case);
+  }
+  for (int i = 0; rc == SQLITE_OK && i < r->n_checks; i++)
+    rc = db_store_check(d, run, *case_id, repeat, r, &r->checks[i]);
+  for (int i = 0; rc == SQLITE_OK && i < r->n_perf; i++)
+    rc = db_store_perf(d, run, *case_id, repeat, &r->perf[i]);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(d->h, "COMMIT", NULL, NULL, NULL);
+  if (rc == SQLITE_OK)
+    return tbe_ok();
+  s = db_fail(d->path, d->h, rc, "cannot store the case's results");
+  sqlite3_exec(d->h, "ROLLBACK", NULL, NULL, NULL);
+  return s;
+}
+
+tbe_status db_case_text(db *d, const char *key, char **canonical)
+{
+  *canonical = NULL;
+  sqlite3_stmt *st;
+  db_param p = {":key", key, 0};
+  tbe_status s = db_prepare_query(d, "SELECT canonical FROM cases WHERE hash = :key OR "
+                                     "(:key NOT GLOB '*[^0-9]*' AND id = CAST(:key AS INTEGER))",
+                                  &p, 1, &st);
+  if (s.code != TBE_OK)
+    return s;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *canonical = strdup((const char *)sqlite3_column_text(st, 0));
+    if (!*canonical)
+      s = tbe_error(TBE_ENOMEM, "case", -1, "out of memory");
+  } else if (rc == SQLITE_DONE) {
+    s = tbe_error(TBE_EINVAL, "case", -1, "%s has no case with id or hash '%s'", d->path, key);
+  } else {
+    s = db_fail(d->path, d->h, rc, "cannot look up the case");
+  }
+  sqlite3_finalize(st);
+  return s;
+}
+
+/* Appends a copy of s (or NULL) as cell *used of t; -1 when out of memory. */
+static int db_table_push(db_table *t, size_t *used, size_t *cap, const char *s)
+{
+  if (*used == *cap) {
+    size_t ncap = *cap ? 2 * *cap : 64;
+    char **p = realloc(t->cells, sizeof *p * ncap);
+    if (!p)
+      return -1;
+    t->cells = p;
+    *cap = ncap;
+  }
+  char *copy = s ? strdup(s) : NULL;
+  if (s && !copy)
+    return -1;
+  t->cells[(*used)++] = copy;
+  return 0;
+}
+
+tbe_status db_query(db *d, const char *name, const db_param *params, int nparams, db_table *t)
+{
+  memset(t, 0, sizeof t[0]);
+  char key[128];
+  snprintf(key, sizeof key, "queries/%s", name);
+  const char *sql = db_sql(key);
+  if (!sql)
+    return tbe_error(TBE_EINTERNAL, "query", -1, "no query reports/queries/%s.sql", name);
+  sqlite3_stmt *st;
+  tbe_status s = db_prepare_query(d, sql, params, nparams, &st);
+  if (s.code != TBE_OK)
+    return s;
+  t->ncols = sqlite3_column_count(st);
+  t->names = calloc((size_t)t->ncols + 1, sizeof *t->names);
+  int oom = !t->names;
+  for (int c = 0; !oom && c < t->ncols; c++)
+    oom = !(t->names[c] = strdup(sqlite3_column_name(st, c)));
+  size_t used = 0, cap = 0;
+  int rc = SQLITE_DONE;
+  while (!oom && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    for (int c = 0; !oom && c < t->ncols; c++)
+      oom = db_table_push(t, &used, &cap, (const char *)sqlite3_column_text(st, c)) != 0;
+    t->nrows += !oom;
+  }
+  if (oom) {
+    while (used > (size_t)t->nrows * (size_t)t->ncols) /* a partial row */
+      free(t->cells[--used]);
+    s = tbe_error(TBE_ENOMEM, "query", -1, "out of memory reading %s", name);
+  } else if (rc != SQLITE_DONE) {
+    s = db_fail(d->path, d->h, rc, "query failed");
+  }
+  sqlite3_finalize(st);
+  if (s.code != TBE_OK)
+    db_table_free(t);
+  return s;
+}
+
+void db_table_free(db_table *t)
+{
+  for (int c = 0; t->names && c < t->ncols; c++)
+    free(t->names[c]);
+  for (int64_t i = 0; i < (int64_t)t->nrows * t->ncols; i++)
+    free(t->cells[i]);
+  free(t->names);
+  free(t->cells);
+  memset(t, 0, sizeof t[0]);
+}
+
+tbe_status db_merge(db *d, const char *src_path, int *runs_added)
+{
+  *runs_added = 0;
+  tbe_status s = db_validate(src_path, 1);
+  if (s.code != TBE_OK)
+    return s;
+  char uri[2200];
+  if (db_uri(src_path, "mode=ro", uri, sizeof uri))
+    return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", src_path);
+  sqlite3_stmt *st;
+  db_param p = {":uri", uri, 0};
+  s = db_prepare_query(d, "ATTACH :uri AS src", &p, 1, &st);
+  if (s.code != TBE_OK)
+    return s;
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE)
+    return db_fail(src_path, d->h, rc, "cannot attach");
+  s = db_exec(d, "BEGIN IMMEDIATE", "cannot start the merge");
+  if (s.code == TBE_OK)
+    s = db_exec(d, db_sql("merge"), "cannot merge");
+  int64_t n = 0;
+  int found;
+  if (s.code == TBE_OK && (rc = db_int(d->h, "SELECT count(*) FROM temp.m_runs", &n, &found)))
+    s = db_fail(d->path, d->h, rc, "cannot count the merged runs");
+  if (s.code == TBE_OK)
+    s = db_exec(d, "COMMIT", "cannot commit the merge");
+  if (s.code != TBE_OK)
+    sqlite3_exec(d->h, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_exec(d->h,
+               "DROP TABLE IF EXISTS temp.m_runs; DROP TABLE IF EXISTS temp.m_results; "
+               "DROP TABLE IF EXISTS temp.m_violations; DROP TABLE IF EXISTS temp.m_perf; "
+               "DETACH src",
+               NULL, NULL, NULL);
+  *runs_added = (int)n;
+  return s;
+}

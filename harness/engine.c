@@ -1,0 +1,887 @@
+/* engine.c: the ref, gpu and oracle engines, each producing named outputs from a pristine batch,
+ * and the checks that hold every output to its baseline. Not the metrics (compare.c), not the
+ * database (db.c), not the oracle itself (ref/oracle/; eng_oracle.py drives it).
+ *
+ * To add an output: push it in the engine that computes it (eng_push) and name it in that
+ * engine's `produces` list; engines that do not name it get an `unsupported` check for it.
+ */
+#include "engine.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bounds.h"
+#include "export.h"
+#include "forward.h"
+#include "npy.h"
+#include "worker.h"
+
+#define ENG_MAX_OUT 8
+#define ENG_ORACLE_MAX_BYTES (INT64_C(256) << 20) /* inputs the oracle may be handed via /tmp */
+
+/* How an element index of an output maps to coordinates (eng_coordinates). */
+typedef enum {
+  COORD_POOLED,   /* pooled output: (t, b, d) through the layout's bag_out */
+  COORD_UNPOOLED, /* pooling NONE: [N, D] -> (p, d) */
+  COORD_POSITION, /* one element per index: p */
+  COORD_BAG,      /* offsets: one element per bag, plus the last offset */
+  COORD_VECTOR    /* a short vector (warnings, offender): i */
+} eng_coord;
+
+typedef struct {
+  const char *name, *path;
+  eng_coord coord;
+  int is_int;          /* integer values of itype, else floating values of dtype */
+  tbe_dtype dtype;
+  tbe_itype itype;
+  void *data;          /* owned copy */
+  int64_t n;
+  int vs_exact;        /* order not normative: held to the exact forward within the bound */
+  char fault[160];     /* what the engine saw wrong with it (GPU guard regions), or "" */
+} eng_output;
+
+/* One engine's run on one case. */
+typedef struct {
+  eng_status status;   /* ENG_PASS: it ran; ERROR, SKIP, UNSUPPORTED: it produced nothing */
+  char reason[320];    /* why it produced nothing */
+  char stopped[320];   /* "" or the FATAL bounds check's message: why there is no "output" */
+  double ms;
+  eng_output out[ENG_MAX_OUT];
+  int n_out;
+} eng_run;
+
+typedef struct {
+  const char *canon;
+  tbe_bounds_mode mode;
+  const gpu_fwd_config *cfg;
+} eng_job;
+
+struct eng_ctx {
+  eng_options opt;
+  char unavailable[ENG_COUNT][256]; /* "" when the engine can run */
+  char gpu_desc[256];
+  worker *oracle;
+  char oracle_tmp[256];             /* temporary directory of the oracle's exports */
+  char oracle_case[300];            /* oracle_tmp/case */
+};
+
+typedef void (*eng_fn)(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                       eng_run *r);
+
+static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                        eng_run *r);
+static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                        eng_run *r);
+static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                           eng_run *r);
+
+static const char *const eng_forward_outputs[] = {"output", "indices", "offsets", "warnings",
+                                                  "offender", NULL};
+
+static const struct {
+  const char *name;
+  const char *const *produces; /* every output the engine can compute */
+  eng_fn run;
+} eng_table[ENG_COUNT] = {
+  [ENG_REF] = {"ref", eng_forward_outputs, eng_run_ref},
+  [ENG_GPU] = {"gpu", eng_forward_outputs, eng_run_gpu},
+  [ENG_ORACLE] = {"oracle", eng_forward_outputs, eng_run_oracle},
+};
+
+const char *eng_name(eng_id e) { return eng_table[e].name; }
+
+const char *eng_status_name(eng_status s)
+{
+  static const char *const names[] = {"pass", "fail", "error", "skip", "unsupported"};
+  return names[s];
+}
+
+uint64_t eng_fnv1a(uint64_t h, const void *data, size_t n)
+{
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+  return h;
+}
+
+static double eng_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- engine lists and options ---- */
+
+static int eng_lookup(const char *name, size_t len)
+{
+  for (int e = 0; e < ENG_COUNT; e++)
+    if (strlen(eng_table[e].name) == len && !strncmp(eng_table[e].name, name, len))
+      return e;
+  return -1;
+}
+
+tbe_status eng_parse_list(const char *list, unsigned *mask)
+{
+  *mask = 1u << ENG_REF;
+  for (const char *p = list;;) {
+    size_t len = strcspn(p, ",");
+    int e = eng_lookup(p, len);
+    if (e < 0)
+      return tbe_error(TBE_EINVAL, "engines", -1, "unknown engine '%.*s' (engines: ref, gpu, oracle)",
+                       (int)len, p);
+    *mask |= 1u << e;
+    if (!p[len])
+      return tbe_ok();
+    p += len + 1;
+  }
+}
+
+void eng_format_list(unsigned mask, char *buf, size_t n)
+{
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int e = 0; e < ENG_COUNT; e++)
+    if (mask & (1u << e)) {
+      int k = snprintf(buf + used, n - used, "%s%s", used ? "," : "", eng_table[e].name);
+      if (k < 0 || (size_t)k >= n - used)
+        return;
+      used += (size_t)k;
+    }
+}
+
+tbe_status eng_parse_fault(const char *spec, eng_options *o)
+{
+  const char *colon = strchr(spec, ':');
+  int e = colon ? eng_lookup(spec, (size_t)(colon - spec)) : -1;
+  size_t len = colon ? strcspn(colon + 1, "@") : 0;
+  const char *at = colon ? colon + 1 + len : NULL;
+  char *end = NULL;
+  long long index = at && *at ? strtoll(at + 1, &end, 10) : 0;
+  if (e < 0 || len == 0 || len >= sizeof o->fault_output || index < 0 ||
+      (at && *at && (end == at + 1 || *end)))
+    return tbe_error(TBE_EINVAL, "inject-fault", -1,
+                     "'%s' is not ENGINE:OUTPUT[@INDEX] (e.g. gpu:output or ref:indices@3)", spec);
+  o->fault_engine = (eng_id)e;
+  memcpy(o->fault_output, colon + 1, len);
+  o->fault_output[len] = '\0';
+  o->fault_index = index;
+  return tbe_ok();
+}
+
+/* ---- outputs ---- */
+
+static size_t eng_elem_size(const eng_output *o)
+{
+  return o->is_int ? tbe_itype_size(o->itype) : tbe_dtype_size(o->dtype);
+}
+
+/* Appends a copy of n elements of data as output `name`. */
+static tbe_status eng_push(eng_run *r, const eng_output *proto, const void *data)
+{
+  if (r->n_out == ENG_MAX_OUT)
+    return tbe_error(TBE_EINTERNAL, "outputs", -1, "more than %d outputs", ENG_MAX_OUT);
+  eng_output *o = &r->out[r->n_out];
+  *o = *proto;
+  size_t bytes = tbe_mul_size((size_t)o->n, eng_elem_size(o));
+  o->data = malloc(bytes ? bytes : 1);
+  if (!o->data)
+    return tbe_error(TBE_ENOMEM, o->name, -1, "cannot copy %zu bytes of %s", bytes, o->name);
+  if (bytes)
+    memcpy(o->data, data, bytes);
+  r->n_out++;
+  return tbe_ok();
+}
+
+static tbe_status eng_push_float(eng_run *r, const char *name, const char *path, eng_coord coord,
+                                 tbe_dtype t, const void *data, int64_t n, int vs_exact)
+{
+  eng_output o = {.name = name, .path = path, .coord = coord, .dtype = t, .n = n,
+                  .vs_exact = vs_exact};
+  return eng_push(r, &o, data);
+}
+
+static tbe_status eng_push_int(eng_run *r, const char *name, const char *path, eng_coord coord,
+                               tbe_itype t, const void *data, int64_t n)
+{
+  eng_output o = {.name = name, .path = path, .coord = coord, .is_int = 1, .itype = t, .n = n};
+  return eng_push(r, &o, data);
+}
+
+static const eng_output *eng_find(const eng_run *r, const char *name)
+{
+  for (int i = 0; i < r->n_out; i++)
+    if (!strcmp(r->out[i].name, name))
+      return &r->out[i];
+  return NULL;
+}
+
+static int eng_produces(eng_id e, const char *name)
+{
+  for (const char *const *p = eng_table[e].produces; *p; p++)
+    if (!strcmp(*p, name))
+      return 1;
+  return 0;
+}
+
+static void eng_run_free(eng_run *r)
+{
+  for (int i = 0; i < r->n_out; i++)
+    free(r->out[i].data);
+  r->n_out = 0;
+}
+
+/* Marks the run as having produced nothing, for the reason given by s. */
+static void eng_fail_run(eng_run *r, eng_status st, tbe_status s)
+{
+  eng_run_free(r);
+  r->status = st;
+  snprintf(r->reason, sizeof r->reason, "%s: %s", tbe_code_name(s.code), s.message);
+}
+
+/* The bounds check's outputs: repaired indices and offsets, the warning counter, and for a
+ * FATAL stop the offender: (feature, bag) for an offset offender, (feature, bag, position,
+ * value) for an index offender (TBE_SEMANTICS.md section 2 leaves an offset offender's position
+ * and value to the implementation). */
+static tbe_status eng_push_bounds(eng_run *r, const char *path, tbe_itype t, const void *indices,
+                                  int64_t N, const void *offsets, int64_t total_B,
+                                  int64_t warnings, tbe_status bounds)
+{
+  tbe_status s = eng_push_int(r, "indices", path, COORD_POSITION, t, indices, N);
+  if (s.code == TBE_OK)
+    s = eng_push_int(r, "offsets", path, COORD_BAG, t, offsets, total_B + 1);
+  if (s.code == TBE_OK)
+    s = eng_push_int(r, "warnings", path, COORD_VECTOR, TBE_I64, &warnings, 1);
+  if (s.code == TBE_OK && bounds.code == TBE_EBOUNDS) {
+    int64_t who[4] = {bounds.feature, bounds.bag, bounds.position, bounds.value};
+    int index_offender = !strcmp(bounds.field, "indices");
+    s = eng_push_int(r, "offender", path, COORD_VECTOR, TBE_I64, who, index_offender ? 4 : 2);
+    snprintf(r->stopped, sizeof r->stopped, "its FATAL bounds check stopped the call: %s",
+             bounds.message);
+  }
+  return s;
+}
+
+/* ---- the reference ---- */
+
+static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                        eng_run *r)
+{
+  (void)x;
+  int64_t warnings = 0;
+  size_t bytes = tbe_mul_size((size_t)l->out_elems, tbe_dtype_size(b->out_dtype));
+  void *out = malloc(bytes ? bytes : 1);
+  if (!out) {
+    eng_fail_run(r, ENG_ERROR, tbe_error(TBE_ENOMEM, "output", -1, "cannot allocate %zu bytes",
+                                         bytes));
+    return;
+  }
+  double t0 = eng_now_ms();
+  tbe_status bounds = ref_bounds_check(b, l, j->mode, &warnings);
+  tbe_status s = bounds.code == TBE_OK ? ref_forward(b, l, out) : tbe_ok();
+  r->ms = eng_now_ms() - t0;
+  if (bounds.code != TBE_OK && bounds.code != TBE_EBOUNDS)
+    s = bounds;
+  if (s.code == TBE_OK)
+    s = eng_push_bounds(r, "bounds", b->itype, b->indices, b->N, b->offsets, l->total_B,
+                        warnings, bounds);
+  if (s.code == TBE_OK && bounds.code == TBE_OK)
+    s = eng_push_float(r, "output", "forward", b->pool == TBE_POOL_NONE ? COORD_UNPOOLED
+                                                                       : COORD_POOLED,
+                       b->out_dtype, out, l->out_elems, 1);
+  free(out);
+  if (s.code != TBE_OK)
+    eng_fail_run(r, ENG_ERROR, s);
+}
+
+/* ---- the GPU ---- */
+
+static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                        eng_run *r)
+{
+  (void)x;
+  gpu_fwd_result g;
+  tbe_status s = gpu_run_forward(b, l, j->mode, j->cfg, &g);
+  if (s.code != TBE_OK) {
+    eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
+    gpu_fwd_result_free(&g);
+    return;
+  }
+  r->ms = g.ms;
+  s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
+                      b->N, g.offsets, l->total_B, g.warnings, g.bounds);
+  if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
+    int small = g.small_features > 0;
+    s = eng_push_float(r, "output", small ? "forward.small" : "forward",
+                       b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED, b->out_dtype,
+                       g.out, l->out_elems, small);
+    if (s.code == TBE_OK && g.guard_errors)
+      snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
+               "%d bytes written outside the output (guard regions)", g.guard_errors);
+  }
+  gpu_fwd_result_free(&g);
+  if (s.code != TBE_OK)
+    eng_fail_run(r, ENG_ERROR, s);
+}
+
+/* ---- the NumPy oracle, through its worker ---- */
+
+/* Removes the files in dir (not subdirectories); the directory stays. */
+static void eng_clear_dir(const char *dir)
+{
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  char path[600];
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.' && snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
+                                   (int)sizeof path)
+      unlink(path);
+  closedir(d);
+}
+
+/* Reads dir/name.npy, which must hold n elements of type want. */
+static tbe_status eng_read_npy(const char *dir, const char *name, npy_dtype want, int64_t n,
+                               npy_array *a)
+{
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+  tbe_status s = npy_read(path, a);
+  if (s.code == TBE_OK && (a->dtype != want || a->count != n)) {
+    s = tbe_error(TBE_EINVAL, name, -1, "%s holds %lld x %s, expected %lld x %s", path,
+                  (long long)a->count, npy_dtype_descr(a->dtype), (long long)n,
+                  npy_dtype_descr(want));
+    npy_free(a);
+  }
+  return s;
+}
+
+static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l)
+{
+  int64_t isz = (int64_t)tbe_itype_size(b->itype);
+  return b->table_offset[b->num_tables] * (int64_t)tbe_dtype_size(b->wdtype) +
+         (b->N + l->total_B + 1) * isz + (b->per_sample_weights ? b->N * 4 : 0);
+}
+
+/* Reads what the worker wrote for the case in dir into r. */
+static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const tbe_layout *l,
+                                     eng_run *r)
+{
+  npy_dtype it = b->itype == TBE_I32 ? NPY_I4 : NPY_I8;
+  npy_dtype ot = b->out_dtype == TBE_FP32 ? NPY_F4 : b->out_dtype == TBE_FP16 ? NPY_F2 : NPY_U2;
+  npy_array st = {0}, idx = {0}, off = {0}, out = {0};
+  tbe_status s = eng_read_npy(dir, "oracle_status", NPY_I8, 7, &st);
+  if (s.code == TBE_OK)
+    s = eng_read_npy(dir, "oracle_indices", it, b->N, &idx);
+  if (s.code == TBE_OK)
+    s = eng_read_npy(dir, "oracle_offsets", it, l->total_B + 1, &off);
+  if (s.code == TBE_OK) {
+    const int64_t *v = st.data; /* stopped, index offender, feature, bag, position, value, warnings */
+    tbe_status bounds = tbe_ok();
+    if (v[0]) {
+      bounds = tbe_error(TBE_EBOUNDS, v[1] ? "indices" : "offsets", v[4],
+                         "the oracle names feature %lld, bag %lld, position %lld, value %lld",
+                         (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5]);
+      bounds.feature = v[2];
+      bounds.bag = v[3];
+      bounds.value = v[5];
+    }
+    s = eng_push_bounds(r, "bounds", b->itype, idx.data, b->N, off.data, l->total_B, v[6],
+                        bounds);
+    if (s.code == TBE_OK && !v[0])
+      s = eng_read_npy(dir, "oracle_output", ot, l->out_elems, &out);
+    if (s.code == TBE_OK && !v[0])
+      s = eng_push_float(r, "output", "forward",
+                         b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED, b->out_dtype,
+                         out.data, l->out_elems, 0);
+  }
+  npy_free(&st);
+  npy_free(&idx);
+  npy_free(&off);
+  npy_free(&out);
+  return s;
+}
+
+static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
+                           eng_run *r)
+{
+  int64_t bytes = eng_batch_bytes(b, l);
+  if (bytes > ENG_ORACLE_MAX_BYTES) {
+    r->status = ENG_UNSUPPORTED;
+    snprintf(r->reason, sizeof r->reason,
+             "inputs of %lld MiB exceed the oracle's %lld MiB (they travel through files)",
+             (long long)(bytes >> 20), (long long)(ENG_ORACLE_MAX_BYTES >> 20));
+    return;
+  }
+  eng_clear_dir(x->oracle_case);
+  double t0 = eng_now_ms();
+  tbe_status s = export_batch(b, j->canon, j->mode, x->oracle_case);
+  char reply[512];
+  if (s.code == TBE_OK)
+    s = worker_ask(x->oracle, x->oracle_case, reply, sizeof reply);
+  if (s.code == TBE_OK && strcmp(reply, "done") != 0)
+    s = tbe_error(TBE_EINTERNAL, "oracle", -1, "%s",
+                  strncmp(reply, "error: ", 7) ? reply : reply + 7);
+  if (s.code == TBE_OK)
+    s = eng_oracle_outputs(x->oracle_case, b, l, r);
+  r->ms = eng_now_ms() - t0;
+  if (s.code != TBE_OK)
+    eng_fail_run(r, ENG_ERROR, s);
+}
+
+/* ---- opening and closing ---- */
+
+static void eng_start_oracle(eng_ctx *x)
+{
+  const char *python = getenv("TBECHECK_PYTHON");
+  char *argv[] = {(char *)(python && *python ? python : TBE_PYTHON),
+                  TBE_SOURCE_DIR "/harness/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
+  char greeting[256];
+  tbe_status s = worker_start(argv, &x->oracle, greeting, sizeof greeting);
+  if (s.code != TBE_OK) {
+    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0], "%s", s.message);
+    return;
+  }
+  if (strcmp(greeting, "ready") != 0) {
+    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0], "%s", greeting);
+    worker_stop(x->oracle);
+    x->oracle = NULL;
+    return;
+  }
+  const char *tmp = getenv("TMPDIR");
+  snprintf(x->oracle_tmp, sizeof x->oracle_tmp, "%s/tbecheck-oracle-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(x->oracle_tmp)) {
+    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0],
+             "cannot create a temporary directory %.100s: %s", x->oracle_tmp, strerror(errno));
+    x->oracle_tmp[0] = '\0';
+    return;
+  }
+  snprintf(x->oracle_case, sizeof x->oracle_case, "%s/case", x->oracle_tmp);
+}
+
+tbe_status eng_open(const eng_options *opt, eng_ctx **out)
+{
+  eng_ctx *x = calloc(1, sizeof *x);
+  *out = x;
+  if (!x)
+    return tbe_error(TBE_ENOMEM, "engines", -1, "out of memory");
+  x->opt = *opt;
+  x->opt.engines |= 1u << ENG_REF;
+  for (int e = 0; e < ENG_COUNT; e++)
+    if (!(x->opt.engines & (1u << e)))
+      snprintf(x->unavailable[e], sizeof x->unavailable[e], "not asked for");
+  if (opt->engines & (1u << ENG_GPU)) {
+    tbe_status s = gpu_probe(x->gpu_desc, sizeof x->gpu_desc);
+    if (s.code != TBE_OK) {
+      snprintf(x->unavailable[ENG_GPU], sizeof x->unavailable[0], "%s", s.message);
+      x->gpu_desc[0] = '\0';
+    }
+  }
+  if (opt->engines & (1u << ENG_ORACLE))
+    eng_start_oracle(x);
+  return tbe_ok();
+}
+
+void eng_close(eng_ctx *x)
+{
+  if (!x)
+    return;
+  worker_stop(x->oracle);
+  if (x->oracle_tmp[0]) {
+    eng_clear_dir(x->oracle_case);
+    rmdir(x->oracle_case);
+    rmdir(x->oracle_tmp);
+  }
+  free(x);
+}
+
+const char *eng_unavailable(const eng_ctx *x, eng_id e)
+{
+  return x->unavailable[e][0] ? x->unavailable[e] : NULL;
+}
+
+const char *eng_gpu_description(const eng_ctx *x) { return x->gpu_desc; }
+
+/* ---- checks ---- */
+
+/* Writes where element i of output o lies. */
+static void eng_coordinates(const eng_output *o, const tbe_batch *b, const tbe_layout *l,
+                            int64_t i, char *buf, size_t n)
+{
+  switch (o->coord) {
+  case COORD_POOLED:
+    for (int64_t g = 0; g < l->total_B; g++) {
+      int32_t t = l->bag_feature[g];
+      int64_t D = b->D[b->feature_table_map[t]];
+      if (i < l->bag_out[g] || i >= l->bag_out[g] + D)
+        continue;
+      int64_t k = g - l->B_offsets[t];
+      int len = snprintf(buf, n, "t=%d b=%lld d=%lld", t, (long long)k,
+                         (long long)(i - l->bag_out[g]));
+      for (int r = 0; b->R > 0 && r < b->R && len > 0 && (size_t)len < n; r++) {
+        int64_t in_rank = b->B_vbe[(int64_t)t * b->R + r];
+        if (k < in_rank) {
+          snprintf(buf + len, n - (size_t)len, " (rank %d, sample %lld)", r, (long long)k);
+          break;
+        }
+        k -= in_rank;
+      }
+      return;
+    }
+    break;
+  case COORD_UNPOOLED:
+    snprintf(buf, n, "p=%lld d=%lld", (long long)(i / l->max_D), (long long)(i % l->max_D));
+    return;
+  case COORD_POSITION:
+    snprintf(buf, n, "p=%lld", (long long)i);
+    return;
+  case COORD_BAG:
+    snprintf(buf, n, i == l->total_B ? "bag=%lld (the last offset)" : "bag=%lld", (long long)i);
+    return;
+  case COORD_VECTOR:
+    break;
+  }
+  snprintf(buf, n, "i=%lld", (long long)i);
+}
+
+static tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline,
+                                const char *path, const char *output, cmp_metric m,
+                                eng_check **out)
+{
+  if (res->n_checks == res->cap_checks) {
+    int cap = res->cap_checks ? 2 * res->cap_checks : 16;
+    eng_check *p = realloc(res->checks, sizeof *p * (size_t)cap);
+    if (!p)
+      return tbe_error(TBE_ENOMEM, "checks", -1, "out of memory");
+    res->checks = p;
+    res->cap_checks = cap;
+  }
+  eng_check *c = &res->checks[res->n_checks++];
+  memset(c, 0, sizeof *c);
+  c->engine = e;
+  c->baseline = baseline;
+  c->path = path;
+  c->output = output;
+  c->metric = m;
+  *out = c;
+  return tbe_ok();
+}
+
+/* A check that compared nothing: status st, reason formatted. */
+static tbe_status eng_note(eng_case_result *res, eng_id e, const char *baseline, const char *path,
+                           const char *output, eng_status st, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static tbe_status eng_note(eng_case_result *res, eng_id e, const char *baseline, const char *path,
+                           const char *output, eng_status st, const char *fmt, ...)
+{
+  eng_check *c;
+  tbe_status s = eng_add_check(res, e, baseline, path, output, CMP_BITWISE, &c);
+  if (s.code != TBE_OK)
+    return s;
+  c->status = st;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->reason, sizeof c->reason, fmt, ap);
+  va_end(ap);
+  return tbe_ok();
+}
+
+/* The exact forward of the reference's (repaired) batch, for bound_ratio checks. */
+typedef struct {
+  double *exact, *bound;
+  tbe_status status; /* why there is none */
+} eng_exact;
+
+/* Compares got with want (bitwise) or with the exact forward (bound_ratio) into a new check. */
+static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const eng_output *got,
+                              const eng_output *want, const eng_exact *ex, const tbe_batch *b,
+                              const tbe_layout *l)
+{
+  cmp_metric m = got->vs_exact ? CMP_BOUND : CMP_BITWISE;
+  eng_check *c;
+  tbe_status s = eng_add_check(res, e, got->vs_exact ? "exact" : "ref", got->path, got->name, m, &c);
+  if (s.code != TBE_OK)
+    return s;
+  c->has_digest = 1;
+  c->digest = eng_fnv1a(ENG_FNV_SEED, got->data, (size_t)got->n * eng_elem_size(got));
+  if (got->vs_exact && !ex->exact) {
+    c->status = ENG_ERROR;
+    snprintf(c->reason, sizeof c->reason, "no exact forward: %s", ex->status.message);
+    return tbe_ok();
+  }
+  if (!got->vs_exact && (got->n != want->n || got->is_int != want->is_int ||
+                         eng_elem_size(got) != eng_elem_size(want))) {
+    c->status = ENG_FAIL;
+    snprintf(c->reason, sizeof c->reason, "shape: ref has %lld elements of %zu bytes, %s %lld of %zu",
+             (long long)want->n, eng_elem_size(want), eng_name(e), (long long)got->n,
+             eng_elem_size(got));
+    return tbe_ok();
+  }
+  s = cmp_init(&c->cmp, m, x->opt.max_violations);
+  if (s.code != TBE_OK)
+    return s;
+  if (got->vs_exact)
+    cmp_bound(&c->cmp, got->dtype, ex->exact, ex->bound, got->data, got->n);
+  else if (got->is_int)
+    cmp_bitwise_int(&c->cmp, got->itype, want->data, got->data, got->n);
+  else
+    cmp_bitwise(&c->cmp, got->dtype, want->data, got->data, got->n);
+  c->compared = 1;
+  int kept = (int)(c->cmp.violations < c->cmp.cap ? c->cmp.violations : c->cmp.cap);
+  if (kept > 0 && !(c->violations = malloc(sizeof *c->violations * (size_t)kept)))
+    s = tbe_error(TBE_ENOMEM, "violations", -1, "out of memory");
+  for (int i = 0; s.code == TBE_OK && i < kept; i++) {
+    c->violations[i].v = c->cmp.first[i];
+    eng_coordinates(got, b, l, c->cmp.first[i].index, c->violations[i].coordinates,
+                    sizeof c->violations[i].coordinates);
+  }
+  c->n_violations = s.code == TBE_OK ? kept : 0;
+  free(c->cmp.first);
+  c->cmp.first = NULL;
+  if (c->cmp.violations && c->n_violations) {
+    const eng_violation *v = &c->violations[0];
+    c->status = ENG_FAIL;
+    if (got->vs_exact)
+      snprintf(c->reason, sizeof c->reason,
+               "%lld of %lld elements outside the bound (worst ratio %.3g); first at %s: "
+               "exact %.17g, got %.9g, bound %.3g",
+               (long long)c->cmp.violations, (long long)c->cmp.elements,
+               c->cmp.worst_bound_ratio, v->coordinates, v->v.expected, v->v.got, v->v.bound);
+    else
+      snprintf(c->reason, sizeof c->reason,
+               "%lld of %lld elements differ (max %lld ulp); first at %s: ref %.9g, %s %.9g",
+               (long long)c->cmp.violations, (long long)c->cmp.elements,
+               (long long)c->cmp.max_ulp, v->coordinates, v->v.expected, eng_name(e), v->v.got);
+  } else if (c->cmp.violations) {
+    c->status = ENG_FAIL;
+    snprintf(c->reason, sizeof c->reason, "%lld of %lld elements fail %s",
+             (long long)c->cmp.violations, (long long)c->cmp.elements, cmp_metric_name(m));
+  } else if (got->fault[0]) {
+    c->status = ENG_FAIL;
+    snprintf(c->reason, sizeof c->reason, "%s", got->fault);
+  }
+  return s;
+}
+
+/* Why `run` has no output called name, for a reason text. */
+static const char *eng_missing_why(const eng_run *run)
+{
+  return run->stopped[0] ? run->stopped : "it did not compute it";
+}
+
+/* The checks of engine e (not the reference) against the reference's run. */
+static tbe_status eng_check_engine(eng_ctx *x, eng_case_result *res, eng_id e,
+                                   const eng_run *run, const eng_run *ref, const eng_exact *ex,
+                                   const tbe_batch *b, const tbe_layout *l)
+{
+  tbe_status s = tbe_ok();
+  if (run->status != ENG_PASS) {
+    for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++)
+      s = eng_note(res, e, "ref", ref->out[i].path, ref->out[i].name, run->status, "%s",
+                   run->reason);
+    return s;
+  }
+  for (int i = 0; s.code == TBE_OK && i < run->n_out; i++) {
+    const eng_output *got = &run->out[i], *want = eng_find(ref, got->name);
+    if (got->vs_exact || want)
+      s = eng_compare(x, res, e, got, want, ex, b, l);
+    else
+      s = eng_note(res, e, "ref", got->path, got->name, ENG_FAIL, "the reference has no %s: %s",
+                   got->name, eng_missing_why(ref));
+  }
+  for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++) {
+    const eng_output *want = &ref->out[i];
+    if (eng_find(run, want->name))
+      continue;
+    if (eng_produces(e, want->name))
+      s = eng_note(res, e, "ref", want->path, want->name, ENG_FAIL, "%s has no %s: %s",
+                   eng_name(e), want->name, eng_missing_why(run));
+    else
+      s = eng_note(res, e, "ref", want->path, want->name, ENG_UNSUPPORTED,
+                   "%s does not compute %s", eng_name(e), want->name);
+  }
+  return s;
+}
+
+/* Every check of the case from the engines' runs. */
+static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run runs[ENG_COUNT],
+                             const eng_exact *ex, const tbe_batch *b, const tbe_layout *l)
+{
+  const eng_run *ref = &runs[ENG_REF];
+  tbe_status s = tbe_ok();
+  if (ref->status != ENG_PASS) {
+    for (int e = 0; s.code == TBE_OK && e < ENG_COUNT; e++)
+      if (x->opt.engines & (1u << e))
+        s = eng_note(res, (eng_id)e, e == ENG_REF ? "exact" : "ref", "forward", "output",
+                     ENG_ERROR, "the reference failed: %s", ref->reason);
+    return s;
+  }
+  for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++)
+    if (ref->out[i].vs_exact)
+      s = eng_compare(x, res, ENG_REF, &ref->out[i], NULL, ex, b, l);
+  for (int e = ENG_REF + 1; s.code == TBE_OK && e < ENG_COUNT; e++)
+    if (x->opt.engines & (1u << e))
+      s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, ex, b, l);
+  return s;
+}
+
+/* Test the tester: moves element i of the named output by one unit in the last place. */
+static void eng_inject_fault(eng_run *r, const char *name, int64_t i)
+{
+  eng_output *o = (eng_output *)eng_find(r, name);
+  if (!o || i >= o->n)
+    return;
+  if (o->is_int)
+    tbe_iset(o->data, o->itype, i, tbe_iget(o->data, o->itype, i) + 1);
+  else /* the lowest mantissa bit (little-endian) */
+    ((unsigned char *)o->data)[(size_t)i * tbe_dtype_size(o->dtype)] ^= 1;
+}
+
+/* Bytes the forward moves by declaration: every looked-up row, and the output. */
+static int64_t eng_forward_bytes(const tbe_batch *b, const tbe_layout *l)
+{
+  int64_t rows = 0, wsz = (int64_t)tbe_dtype_size(b->wdtype);
+  for (int32_t t = 0; t < b->T; t++) {
+    int64_t L = tbe_iget(b->offsets, b->itype, l->B_offsets[t + 1]) -
+                tbe_iget(b->offsets, b->itype, l->B_offsets[t]);
+    rows += L * b->D[b->feature_table_map[t]];
+  }
+  return rows * wsz + l->out_elems * (int64_t)tbe_dtype_size(b->out_dtype);
+}
+
+static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int64_t bytes)
+{
+  const eng_output *o = eng_find(run, "output");
+  if (run->status != ENG_PASS || !o)
+    return;
+  eng_perf *p = &res->perf[res->n_perf++];
+  p->engine = e;
+  p->path = o->path;
+  p->ms = run->ms;
+  p->bytes = bytes;
+}
+
+/* The reference's exact forward on its repaired batch (b as the reference left it). */
+static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
+                              eng_exact *ex)
+{
+  ex->status = tbe_error(TBE_EINVAL, "exact", -1, "the reference has no output: %s",
+                         eng_missing_why(ref));
+  if (!eng_find(ref, "output"))
+    return;
+  size_t n = (size_t)l->out_elems;
+  double *exact = malloc(sizeof(double) * n + 1), *bound = malloc(sizeof(double) * n + 1);
+  ex->status = exact && bound ? ref_forward_exact(b, l, exact, bound)
+                              : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %zu values", n);
+  if (ex->status.code == TBE_OK) {
+    ex->exact = exact;
+    ex->bound = bound;
+  } else {
+    free(exact);
+    free(bound);
+  }
+}
+
+tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
+                         const gpu_fwd_config *cfg, eng_case_result *res)
+{
+  memset(res, 0, sizeof *res);
+  res->ref_ms = res->gpu_ms = -1;
+  tbe_layout l;
+  tbe_status s = tbe_layout_init(&l, b);
+  if (s.code != TBE_OK)
+    return s;
+  size_t isz = tbe_itype_size(b->itype);
+  size_t idx_bytes = isz * (size_t)b->N, off_bytes = isz * (size_t)(l.total_B + 1);
+  void *idx0 = malloc(idx_bytes + 1), *off0 = malloc(off_bytes);
+  eng_run runs[ENG_COUNT];
+  memset(runs, 0, sizeof runs);
+  eng_exact ex = {0};
+  int64_t bytes = 0;
+  if (!idx0 || !off0) {
+    s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
+    goto done;
+  }
+  memcpy(idx0, b->indices, idx_bytes);
+  memcpy(off0, b->offsets, off_bytes);
+  eng_job job = {canon, mode, cfg};
+  for (int e = 0; e < ENG_COUNT; e++) {
+    runs[e].status = x->unavailable[e][0] ? ENG_SKIP : ENG_PASS;
+    snprintf(runs[e].reason, sizeof runs[e].reason, "%s", x->unavailable[e]);
+    if (runs[e].status != ENG_PASS)
+      continue;
+    memcpy(b->indices, idx0, idx_bytes);
+    memcpy(b->offsets, off0, off_bytes);
+    eng_table[e].run(x, b, &l, &job, &runs[e]);
+    if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
+      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index);
+    if (e == ENG_REF && runs[e].status == ENG_PASS) {
+      eng_exact_forward(&runs[e], b, &l, &ex);
+      bytes = eng_forward_bytes(b, &l);
+    }
+  }
+  memcpy(b->indices, idx0, idx_bytes);
+  memcpy(b->offsets, off0, off_bytes);
+  s = eng_checks(x, res, runs, &ex, b, &l);
+  for (int e = 0; e < ENG_COUNT; e++)
+    eng_add_perf(res, (eng_id)e, &runs[e], bytes);
+  if (runs[ENG_REF].status == ENG_PASS)
+    res->ref_ms = runs[ENG_REF].ms;
+  if (runs[ENG_GPU].status == ENG_PASS)
+    res->gpu_ms = runs[ENG_GPU].ms;
+done:
+  for (int e = 0; e < ENG_COUNT; e++)
+    eng_run_free(&runs[e]);
+  free(ex.exact);
+  free(ex.bound);
+  free(idx0);
+  free(off0);
+  tbe_layout_free(&l);
+  return s;
+}
+
+tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_case_result *r)
+{
+  tbe_batch b;
+  memset(&b, 0, sizeof b);
+  tbe_status s = case_generate(c, &b);
+  if (s.code != TBE_OK) {
+    memset(r, 0, sizeof *r);
+    r->ref_ms = r->gpu_ms = -1;
+    eng_run failed = {.status = ENG_ERROR};
+    snprintf(failed.reason, sizeof failed.reason, "cannot generate the case: %s", s.message);
+    eng_run runs[ENG_COUNT] = {[ENG_REF] = failed};
+    tbe_batch_free(&b);
+    return eng_checks(x, r, runs, NULL, NULL, NULL);
+  }
+  gpu_fwd_config cfg = {0}; /* the default policy until cases carry fwd.* keys */
+  s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg, r);
+  tbe_batch_free(&b);
+  return s;
+}
+
+void eng_case_result_free(eng_case_result *r)
+{
+  for (int i = 0; i < r->n_checks; i++) {
+    free(r->checks[i].violations);
+    cmp_free(&r->checks[i].cmp);
+  }
+  free(r->checks);
+  memset(r, 0, sizeof *r);
+}
+
+int eng_case_failed(const eng_case_result *r)
+{
+  for (int i = 0; i < r->n_checks; i++)
+    if (r->checks[i].status == ENG_FAIL || r->checks[i].status == ENG_ERROR)
+      return 1;
+  return 0;
+}

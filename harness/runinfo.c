@@ -1,0 +1,69 @@
+/* runinfo.c: where a run ran, from git, gethostname, /proc/cpuinfo and the NVIDIA driver's
+ * /proc file. Not a system inventory: only what the runs table records.
+ */
+#include "runinfo.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The first line of a command's output (without '\n') into buf. Returns -1 if the command
+ * failed, 0 if it succeeded silently, 1 if it printed something. */
+static int runinfo_command(const char *cmd, char *buf, size_t n)
+{
+  buf[0] = '\0';
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return -1;
+  int got = fgets(buf, (int)n, p) != NULL;
+  while (fgetc(p) != EOF) /* drain, so the command can finish */
+    ;
+  int rc = pclose(p);
+  buf[strcspn(buf, "\n")] = '\0';
+  return rc != 0 ? -1 : got;
+}
+
+/* The value after "key" and a colon in the first line of file that starts with key. */
+static void runinfo_proc_field(const char *file, const char *key, char *buf, size_t n)
+{
+  buf[0] = '\0';
+  FILE *f = fopen(file, "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (strncmp(line, key, strlen(key)) != 0 || !colon)
+      continue;
+    colon += 1 + strspn(colon + 1, " \t");
+    colon[strcspn(colon, "\n")] = '\0';
+    snprintf(buf, n, "%s", colon);
+    break;
+  }
+  if (f)
+    fclose(f);
+}
+
+void runinfo_collect(runinfo *r)
+{
+  memset(r, 0, sizeof *r);
+  r->dirty = -1;
+  char line[256];
+  if (runinfo_command("git -C '" TBE_SOURCE_DIR "' rev-parse HEAD 2>/dev/null", line,
+                      sizeof line) == 1 &&
+      strlen(line) == 40) {
+    memcpy(r->git_commit, line, 41);
+    r->dirty = runinfo_command("git -C '" TBE_SOURCE_DIR
+                               "' status --porcelain --untracked-files=no 2>/dev/null",
+                               line, sizeof line);
+  }
+  if (gethostname(r->host, sizeof r->host - 1) != 0)
+    snprintf(r->host, sizeof r->host, "unknown");
+  runinfo_proc_field("/proc/cpuinfo", "model name", r->cpu, sizeof r->cpu);
+  /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 ..." */
+  runinfo_proc_field("/proc/driver/nvidia/version", "NVRM version", line, sizeof line);
+  const char *m = strstr(line, "Kernel Module");
+  if (m) {
+    m += strlen("Kernel Module");
+    m += strspn(m, " ");
+    snprintf(r->driver, sizeof r->driver, "%.*s", (int)strcspn(m, " "), m);
+  }
+}

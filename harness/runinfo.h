@@ -1,0 +1,19 @@
+/* runinfo.h: what a run records about where it ran: source commit and whether the tree was
+ * dirty, host, CPU, NVIDIA driver. Not the GPU probe (gpu/tbe_gpu.h) nor storage (db.h).
+ */
+#ifndef HARNESS_RUNINFO_H
+#define HARNESS_RUNINFO_H
+
+typedef struct {
+  char git_commit[41]; /* "" outside a git checkout or without git */
+  int dirty;           /* 1: tracked files differ from HEAD; -1: unknown */
+  char host[256];
+  char cpu[256];       /* "" if unknown */
+  char driver[64];     /* NVIDIA kernel driver version, "" without one */
+} runinfo;
+
+/* Fills *r. Never fails: what cannot be found stays empty (or -1). The commit is read from the
+ * source tree tbecheck was built from (TBE_SOURCE_DIR) when the run starts. */
+void runinfo_collect(runinfo *r);
+
+#endif

@@ -1,0 +1,121 @@
+/* worker.c: a child process behind two pipes, one request line in, one reply line out.
+ * Not a general process library: no stderr capture (the child inherits ours), no timeouts.
+ */
+#define _GNU_SOURCE /* pipe2 */
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct worker {
+  pid_t pid;
+  FILE *to;    /* the child's stdin */
+  FILE *from;  /* the child's stdout */
+  char dead[200]; /* why it is dead, or "" */
+};
+
+/* Reads one line into buf without its '\n'; marks the worker dead on EOF or error. */
+static tbe_status worker_read_line(worker *w, char *buf, size_t n)
+{
+  if (!fgets(buf, (int)n, w->from)) {
+    snprintf(w->dead, sizeof w->dead, "worker %d closed its output (it exited or crashed)",
+             (int)w->pid);
+    return tbe_error(TBE_EIO, "worker", -1, "%s", w->dead);
+  }
+  size_t len = strlen(buf);
+  if (len == 0 || buf[len - 1] != '\n') {
+    snprintf(w->dead, sizeof w->dead, "worker %d replied with a line longer than %zu bytes",
+             (int)w->pid, n - 1);
+    return tbe_error(TBE_EIO, "worker", -1, "%s", w->dead);
+  }
+  buf[len - 1] = '\0';
+  return tbe_ok();
+}
+
+tbe_status worker_start(char *const argv[], worker **out, char *greeting, size_t n)
+{
+  *out = NULL;
+  int in_pipe[2], out_pipe[2];
+  if (pipe2(in_pipe, O_CLOEXEC) != 0)
+    return tbe_error(TBE_EIO, "worker", -1, "pipe: %s", strerror(errno));
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    close(in_pipe[0]);
+    close(in_pipe[1]);
+    return tbe_error(TBE_EIO, "worker", -1, "pipe: %s", strerror(err));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in_pipe[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  worker *w = calloc(1, sizeof *w);
+  if (err != 0 || !w) {
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    free(w);
+    if (err == 0) {
+      waitpid(pid, NULL, 0);
+      return tbe_error(TBE_ENOMEM, "worker", -1, "out of memory");
+    }
+    return tbe_error(TBE_EIO, "worker", -1, "cannot start %s: %s", argv[0], strerror(err));
+  }
+  w->pid = pid;
+  w->to = fdopen(in_pipe[1], "w");
+  w->from = fdopen(out_pipe[0], "r");
+  if (!w->to || !w->from) {
+    if (!w->to)
+      close(in_pipe[1]);
+    if (!w->from)
+      close(out_pipe[0]);
+    worker_stop(w);
+    return tbe_error(TBE_ENOMEM, "worker", -1, "fdopen failed");
+  }
+  tbe_status s = worker_read_line(w, greeting, n);
+  if (s.code != TBE_OK) {
+    worker_stop(w);
+    return s;
+  }
+  *out = w;
+  return tbe_ok();
+}
+
+tbe_status worker_ask(worker *w, const char *request, char *reply, size_t n)
+{
+  if (w->dead[0])
+    return tbe_error(TBE_EIO, "worker", -1, "%s", w->dead);
+  if (fprintf(w->to, "%s\n", request) < 0 || fflush(w->to) != 0) {
+    snprintf(w->dead, sizeof w->dead, "cannot write to worker %d: %s", (int)w->pid,
+             strerror(errno));
+    return tbe_error(TBE_EIO, "worker", -1, "%s", w->dead);
+  }
+  return worker_read_line(w, reply, n);
+}
+
+void worker_stop(worker *w)
+{
+  if (!w)
+    return;
+  if (w->to)
+    fclose(w->to);
+  if (w->from)
+    fclose(w->from);
+  if (w->dead[0]) /* it may be stuck mid-reply: do not wait on it forever */
+    kill(w->pid, SIGKILL);
+  while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  free(w);
+}
