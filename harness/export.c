@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backward.h"
 #include "bounds.h"
 #include "case.h"
 #include "forward.h"
@@ -72,9 +73,32 @@ static void export_json_string(FILE *f, const char *s)
   fputc('"', f);
 }
 
+/* The backward's keys of the manifest (bref: how ref_backward went, or ran = 0). */
+static void export_manifest_bwd(FILE *f, const tbe_batch *b, const ref_bwd_config *c, int ran,
+                                tbe_status bref)
+{
+  const ref_opt_config *o = &c->opt;
+  fprintf(f,
+          ",\n  \"opt\": \"%s\", \"lr\": %.17g, \"eps\": %.17g, \"wd\": \"%s\","
+          " \"lambda\": %.17g, \"clip\": %.17g,\n  \"sr\": %d, \"step\": %u, \"seed\": %llu,"
+          " \"bwd_threshold\": %lld, \"bwd_chunk\": %lld, \"bwd_combine\": \"%s\","
+          " \"rows\": %lld,\n  \"ref_backward\": ",
+          ref_opt_name(o->kind), (double)o->lr, (double)o->eps, ref_wd_name(o->wd),
+          (double)o->lambda, (double)c->clip, o->sr, (unsigned)o->step,
+          (unsigned long long)o->seed, (long long)c->threshold, (long long)c->chunk,
+          c->combine == REF_COMBINE_ATOMIC ? "atomic" : "deterministic",
+          (long long)ref_bwd_rows(b));
+  export_json_string(f, !ran ? "not run" : tbe_code_name(bref.code));
+  if (ran && bref.code != TBE_OK) {
+    fputs(", \"ref_backward_message\": ", f);
+    export_json_string(f, bref.message);
+  }
+}
+
 static tbe_status export_manifest(const char *dir, const char *canon, const tbe_batch *b,
                                   const tbe_layout *l, tbe_bounds_mode mode, tbe_status ref,
-                                  int64_t warnings)
+                                  int64_t warnings, const export_bwd *bwd, int bwd_ran,
+                                  tbe_status bref)
 {
   char path[EXPORT_PATH_MAX];
   if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path)
@@ -106,6 +130,8 @@ static tbe_status export_manifest(const char *dir, const char *canon, const tbe_
             " \"ref_value\": %lld",
             (long long)ref.feature, (long long)ref.bag, (long long)ref.position,
             (long long)ref.value);
+  if (bwd)
+    export_manifest_bwd(f, b, bwd->cfg, bwd_ran, bref);
   fputs("\n}\n", f);
   int bad = ferror(f);
   int err = errno;
@@ -142,7 +168,80 @@ static tbe_status export_inputs(const char *dir, const tbe_batch *b, int64_t tot
   return s;
 }
 
-tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir)
+/* Writes the exact twin's arrays (atomic combine) for the bounds-checked batch b. Returns the
+ * export's failures; the twin's own goes to *bref. */
+static tbe_status export_exact(const char *dir, const tbe_batch *b, const tbe_layout *l,
+                               const export_bwd *bwd, tbe_status *bref)
+{
+  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+  int adagrad = bwd->cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
+  double *we = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
+  double *wb = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
+  double *me = adagrad ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
+  double *mb = adagrad ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
+  tbe_status s = tbe_ok();
+  if (!we || !wb || (adagrad && (!me || !mb)))
+    s = tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate the exact twin of %lld weights",
+                  (long long)n);
+  if (s.code == TBE_OK)
+    *bref = ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we, wb, me, mb);
+  if (s.code == TBE_OK && bref->code == TBE_OK) {
+    s = export_array(dir, "ref_weights_exact", NPY_F8, n, 0, we);
+    if (s.code == TBE_OK)
+      s = export_array(dir, "ref_weights_bound", NPY_F8, n, 0, wb);
+    if (s.code == TBE_OK && adagrad)
+      s = export_array(dir, "ref_momentum_exact", NPY_F8, rows, 0, me);
+    if (s.code == TBE_OK && adagrad)
+      s = export_array(dir, "ref_momentum_bound", NPY_F8, rows, 0, mb);
+  }
+  free(we);
+  free(wb);
+  free(me);
+  free(mb);
+  return s;
+}
+
+/* Runs the backward on the bounds-checked batch b (on a copy of its weights, which stay as they
+ * were) and writes its outputs. Returns the export's failures; the backward's go to *bref. */
+static tbe_status export_backward(const char *dir, tbe_batch *b, const tbe_layout *l,
+                                  const export_bwd *bwd, tbe_status *bref)
+{
+  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+  int adagrad = bwd->cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
+  size_t wbytes = tbe_mul_size((size_t)n, tbe_dtype_size(b->wdtype));
+  void *w = malloc(wbytes + 1);
+  float *m = adagrad ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
+  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
+                                     : NULL;
+  tbe_status s = tbe_ok();
+  if (!w || (adagrad && !m) || (b->per_sample_weights && !psw))
+    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
+  if (s.code == TBE_OK && bwd->cfg->combine == REF_COMBINE_ATOMIC)
+    s = export_exact(dir, b, l, bwd, bref);
+  if (s.code == TBE_OK && bref->code == TBE_OK) {
+    void *keep = b->weights;
+    memcpy(w, keep, wbytes);
+    if (adagrad)
+      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
+    b->weights = w;
+    *bref = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
+    b->weights = keep;
+  }
+  if (s.code == TBE_OK && bref->code == TBE_OK) {
+    s = export_array(dir, "ref_weights", export_npy_float(b->wdtype), n, 0, w);
+    if (s.code == TBE_OK && adagrad)
+      s = export_array(dir, "ref_momentum", NPY_F4, rows, 0, m);
+    if (s.code == TBE_OK && psw)
+      s = export_array(dir, "ref_psw_grad", NPY_F4, b->N, 0, psw);
+  }
+  free(w);
+  free(m);
+  free(psw);
+  return s;
+}
+
+tbe_status export_batch_bwd(tbe_batch *b, const char *canon, tbe_bounds_mode mode,
+                            const export_bwd *bwd, const char *dir)
 {
   tbe_layout l;
   void *out = NULL;
@@ -152,8 +251,17 @@ tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, c
     s = export_inputs(dir, b, tbe_total_B(b));
   if (s.code == TBE_OK)
     s = tbe_layout_init(&l, b);
-  if (s.code != TBE_OK)
+  if (s.code == TBE_OK && bwd)
+    s = export_array(dir, "grad_output", export_npy_float(b->out_dtype), l.out_elems, 0,
+                     bwd->grad_output);
+  if (s.code == TBE_OK && bwd && bwd->momentum)
+    s = export_array(dir, "momentum", NPY_F4, ref_bwd_rows(b), 0, bwd->momentum);
+  if (s.code != TBE_OK) {
+    tbe_layout_free(&l);
     return s;
+  }
+  tbe_status bref = tbe_ok();
+  int bwd_ran = 0;
 
   int64_t warnings = 0;
   tbe_status ref = ref_bounds_check(b, &l, mode, &warnings);
@@ -173,8 +281,12 @@ tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, c
     if (ref.code == TBE_OK)
       s = export_array(dir, "ref_output", export_npy_float(b->out_dtype), l.out_elems, 0, out);
   }
+  if (s.code == TBE_OK && ref.code == TBE_OK && bwd) {
+    bwd_ran = 1;
+    s = export_backward(dir, b, &l, bwd, &bref);
+  }
   if (s.code == TBE_OK)
-    s = export_manifest(dir, canon, b, &l, mode, ref, warnings);
+    s = export_manifest(dir, canon, b, &l, mode, ref, warnings, bwd, bwd_ran, bref);
 
 done:
   free(out);
@@ -182,11 +294,18 @@ done:
   return s;
 }
 
+tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir)
+{
+  return export_batch_bwd(b, canon, mode, NULL, dir);
+}
+
 tbe_status export_case(const char *case_text, const char *dir)
 {
   tbe_case *c = NULL;
   tbe_batch b;
   memset(&b, 0, sizeof b);
+  void *grad = NULL;
+  float *momentum = NULL;
   char canon[1024];
 
   tbe_status s = case_parse(case_text, &c);
@@ -200,10 +319,24 @@ tbe_status export_case(const char *case_text, const char *dir)
   s = case_generate(c, &b);
   if (s.code == TBE_OK)
     s = tbe_batch_validate(&b);
+  const ref_bwd_config *cfg = &case_knobs(c)->bwd;
+  export_bwd bwd = {cfg, NULL, NULL};
+  if (s.code == TBE_OK && cfg->opt.kind != REF_OPT_NONE) {
+    tbe_layout l;
+    s = tbe_layout_init(&l, &b);
+    if (s.code == TBE_OK)
+      s = case_generate_backward(c, &b, &l, &grad, &momentum);
+    tbe_layout_free(&l);
+    bwd.grad_output = grad;
+    bwd.momentum = momentum;
+  }
   if (s.code == TBE_OK)
-    s = export_batch(&b, canon, case_bounds(c), dir);
+    s = export_batch_bwd(&b, canon, case_bounds(c),
+                         cfg->opt.kind != REF_OPT_NONE ? &bwd : NULL, dir);
 
 done:
+  free(grad);
+  free(momentum);
   tbe_batch_free(&b);
   case_free(c);
   return s;
