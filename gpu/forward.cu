@@ -69,10 +69,22 @@ template <> struct wt<TBE_BF16> : wt<TBE_FP16> {
   }
 };
 
-/* One launch: a bucket of features sharing a shape. */
+/* What a program needs of one feature, gathered on the host so the kernel makes one load. */
+struct feat_info {
+  int64_t bag0;    /* first bag */
+  int64_t Bt;      /* bags */
+  int64_t table;   /* element offset of the feature's table */
+  int64_t E;       /* rows of the table */
+  int64_t col0;    /* first output column (fixed batch) */
+  int32_t D;
+  int32_t t;
+};
+
+/* One launch: a bucket of features sharing a shape, cut into chunks of features (grid z). */
 struct gather_launch {
-  const int32_t *features; /* device [nfeat] */
+  const feat_info *features; /* device [nfeat] */
   int32_t nfeat;
+  int32_t feat_per_chunk;
   int32_t G;               /* lanes per bag */
   int32_t bpp;             /* bags per program */
   int32_t tile_chunks;     /* chunks per column tile (G * CPT) */
@@ -115,8 +127,17 @@ __device__ __forceinline__ bool fatal_stop(const gather_launch &g)
          (g.state->first_bad_bag != ~0ull || (!g.fused && g.state->first_bad_index != ~0ull));
 }
 
-template <tbe_dtype WD, int VB, int CPT, int GW>
-__global__ void __launch_bounds__(128) gather_kernel(dev_batch b, gather_launch g)
+/* Blocks per SM the register budget aims at: rows in flight cost registers (VB*GW*CPT bytes per
+ * lane), so wider kernels trade occupancy for loads in flight. */
+template <int VB, int CPT, int GW>
+constexpr int min_blocks()
+{
+  return VB * GW * CPT <= 64 ? 8 : VB * GW * CPT <= 128 ? 6 : 4;
+}
+
+template <tbe_dtype WD, int VB, int CPT, int GW, bool WEIGHTED>
+__global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
+    gather_kernel(dev_batch b, gather_launch g)
 {
   typedef typename wt<WD>::S S;
   typedef typename wt<WD>::A A;
@@ -135,22 +156,20 @@ __global__ void __launch_bounds__(128) gather_kernel(dev_batch b, gather_launch 
   const bool owner = li == 0 && blockIdx.y == 0;
   unsigned long long invalid = 0;
 
-  for (int fi = 0; fi < g.nfeat; fi++) {
-    const int32_t t = g.features[fi];
-    const int64_t bag0 = b.B_offsets[t], Bt = b.B_offsets[t + 1] - bag0;
-    if (b0 >= Bt)
+  const int f_end = min(g.nfeat, ((int)blockIdx.z + 1) * g.feat_per_chunk);
+  for (int fi = (int)blockIdx.z * g.feat_per_chunk; fi < f_end; fi++) {
+    const feat_info f = g.features[fi];
+    if (b0 >= f.Bt)
       continue;
-    const int32_t j = b.ftm[t], D = b.D[j];
-    const int64_t E = b.E[j];
-    const S *table = (const S *)b.weights + b.table_offset[j];
-    const int chunks = D / VE + (D % VE != 0);
+    const S *table = (const S *)b.weights + f.table;
+    const int chunks = f.D / VE + (f.D % VE != 0);
     for (int s0 = 0; s0 < g.bpp; s0 += slots) {
       const int64_t bb = b0 + s0 + slot;
-      if (s0 + slot >= g.bpp || bb >= Bt)
+      if (s0 + slot >= g.bpp || bb >= f.Bt)
         continue;
-      const int64_t bag = bag0 + bb;
-      const int64_t start = ld_index_rw(b.offsets, b.itype, bag);
-      const int64_t end = ld_index_rw(b.offsets, b.itype, bag + 1);
+      const int64_t bag = f.bag0 + bb;
+      const int64_t start = ld_index(b.offsets, b.itype, bag);
+      const int64_t end = ld_index(b.offsets, b.itype, bag + 1);
       A acc[CPT][VE];
 #pragma unroll
       for (int k = 0; k < CPT; k++)
@@ -158,48 +177,47 @@ __global__ void __launch_bounds__(128) gather_kernel(dev_batch b, gather_launch 
         for (int e = 0; e < VE; e++)
           acc[k][e] = 0;
       for (int64_t p = start; p < end; p += GW) {
-        int64_t idx[GW];
-        float w[GW];
-#pragma unroll
-        for (int q = 0; q < GW; q++) {
-          idx[q] = -1;
-          w[q] = 0.0f;
-          if (p + q < end) {
-            idx[q] = checked_index(b, g, p + q, E, owner, invalid);
-            if (b.psw)
-              w[q] = __ldg(b.psw + p + q);
-          }
-        }
         chunk rows[GW][CPT];
-#pragma unroll
-        for (int q = 0; q < GW; q++)
-#pragma unroll
-          for (int k = 0; k < CPT; k++) {
-            const int c = c0 + k * g.G;
-            if (idx[q] != -1 && c < chunks)
-              rows[q][k].raw = __ldg((const R *)(table + idx[q] * D + (int64_t)c * VE));
-          }
+        float w[WEIGHTED ? GW : 1];
+        unsigned valid = 0; /* bit q: position p + q holds a row (not -1, inside the bag) */
 #pragma unroll
         for (int q = 0; q < GW; q++) {
-          if (idx[q] == -1)
+          if (p + q >= end)
+            continue;
+          const int64_t idx = checked_index(b, g, p + q, f.E, owner, invalid);
+          if (WEIGHTED)
+            w[WEIGHTED ? q : 0] = __ldg(b.psw + p + q);
+          if (idx == -1)
+            continue;
+          valid |= 1u << q;
+          const R *row = (const R *)(table + idx * f.D);
+#pragma unroll
+          for (int k = 0; k < CPT; k++)
+            if (c0 + k * g.G < chunks)
+              rows[q][k].raw = __ldg(row + c0 + k * g.G);
+        }
+#pragma unroll
+        for (int q = 0; q < GW; q++) {
+          if (!(valid >> q & 1))
             continue;
 #pragma unroll
           for (int k = 0; k < CPT; k++)
 #pragma unroll
             for (int e = 0; e < VE; e++) {
               const A r = wt<WD>::widen(rows[q][k].s[e]);
-              acc[k][e] = b.psw ? wt<WD>::fma(w[q], r, acc[k][e]) : wt<WD>::add(acc[k][e], r);
+              acc[k][e] = WEIGHTED ? wt<WD>::fma(w[WEIGHTED ? q : 0], r, acc[k][e])
+                                   : wt<WD>::add(acc[k][e], r);
             }
         }
       }
-      const int64_t o = b.bag_out ? b.bag_out[bag] : bb * b.total_D + b.D_offsets[t];
+      const int64_t o = b.bag_out ? b.bag_out[bag] : bb * b.total_D + f.col0;
       const int64_t L = end - start;
 #pragma unroll
       for (int k = 0; k < CPT; k++)
 #pragma unroll
         for (int e = 0; e < VE; e++) {
           const int col = (c0 + k * g.G) * VE + e;
-          if (col < D) {
+          if (col < f.D) {
             const A v = b.pool == TBE_POOL_MEAN && L > 0 ? wt<WD>::scale(acc[k][e], L)
                                                           : acc[k][e];
             st_out(b.out, b.out_dtype, o + col, v);
@@ -243,7 +261,7 @@ __global__ void none_kernel(dev_batch b, gather_launch g)
 /* A bucket: features that share the kernel shape. */
 struct bucket {
   int vb, G, cpt, tiles;
-  std::vector<int32_t> features;
+  std::vector<feat_info> features;
   int64_t max_B;
 };
 
@@ -255,14 +273,23 @@ int pow2_ceil(int x)
   return p;
 }
 
+template <tbe_dtype WD, int VB, int CPT, int GW>
+void launch_weighted(dim3 grid, const dev_batch &b, const gather_launch &g, cudaStream_t stream)
+{
+  if (b.psw)
+    gather_kernel<WD, VB, CPT, GW, true><<<grid, 128, 0, stream>>>(b, g);
+  else
+    gather_kernel<WD, VB, CPT, GW, false><<<grid, 128, 0, stream>>>(b, g);
+}
+
 template <tbe_dtype WD, int VB, int CPT>
 void launch_width(int width, dim3 grid, const dev_batch &b, const gather_launch &g,
                   cudaStream_t stream)
 {
   if (width == 8)
-    gather_kernel<WD, VB, CPT, 8><<<grid, 128, 0, stream>>>(b, g);
+    launch_weighted<WD, VB, CPT, 8>(grid, b, g, stream);
   else
-    gather_kernel<WD, VB, CPT, 4><<<grid, 128, 0, stream>>>(b, g);
+    launch_weighted<WD, VB, CPT, 4>(grid, b, g, stream);
 }
 
 template <tbe_dtype WD>
@@ -281,6 +308,20 @@ void launch_bucket(const bucket &k, int width, dim3 grid, const dev_batch &b,
     else
       launch_width<WD, ES, 2>(width, grid, b, g, stream);
   }
+}
+
+/* Warps that keep every SM busy for several waves: more programs than this gain nothing, fewer
+ * leave SMs idle, so a bucket with few programs splits its features into chunks (grid z). */
+int64_t target_warps()
+{
+  static int64_t warps = 0;
+  if (!warps) {
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    warps = (int64_t)sms * 64 * 4;
+  }
+  return warps;
 }
 
 } // namespace
@@ -309,12 +350,16 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
     return tbe_ok();
   }
   /* host copies of the small per-table/feature arrays, to bucket the features */
-  std::vector<int64_t> table_offset(b.num_tables + 1), B_offsets(b.T + 1);
+  std::vector<int64_t> table_offset(b.num_tables + 1), B_offsets(b.T + 1), E(b.num_tables),
+      D_offsets(b.T + 1);
   std::vector<int32_t> D(b.num_tables), ftm(b.T);
   GPU_TRY(cudaMemcpy(table_offset.data(), b.table_offset, sizeof(int64_t) * table_offset.size(),
                      cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(B_offsets.data(), b.B_offsets, sizeof(int64_t) * B_offsets.size(),
                      cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(D_offsets.data(), b.D_offsets, sizeof(int64_t) * D_offsets.size(),
+                     cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(E.data(), b.E, sizeof(int64_t) * E.size(), cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(D.data(), b.D, sizeof(int32_t) * D.size(), cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(ftm.data(), b.ftm, sizeof(int32_t) * ftm.size(), cudaMemcpyDeviceToHost));
   const int es = (int)tbe_dtype_size(b.wdtype);
@@ -336,31 +381,36 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
       buckets.push_back(k);
       it = buckets.end() - 1;
     }
-    it->features.push_back(t);
-    it->max_B = std::max(it->max_B, B_offsets[t + 1] - B_offsets[t]);
+    const int64_t Bt = B_offsets[t + 1] - B_offsets[t];
+    it->features.push_back({B_offsets[t], Bt, table_offset[j], E[j], D_offsets[t], D[j], t});
+    it->max_B = std::max(it->max_B, Bt);
   }
-  size_t nb = 0;
-  for (const bucket &k : buckets)
-    nb += k.features.size();
-  int32_t *d_features;
-  tbe_status st = gpu_scratch_get(scratch, 2, sizeof(int32_t) * (nb + 1), (void **)&d_features);
+  feat_info *d_features;
+  tbe_status st = gpu_scratch_get(scratch, 2, sizeof(feat_info) * (size_t)(n + 1),
+                                  (void **)&d_features);
   if (st.code != TBE_OK)
     return st;
   size_t at = 0;
   for (const bucket &k : buckets) {
-    GPU_TRY(cudaMemcpyAsync(d_features + at, k.features.data(), sizeof(int32_t) * k.features.size(),
-                            cudaMemcpyHostToDevice, stream));
+    GPU_TRY(cudaMemcpyAsync(d_features + at, k.features.data(),
+                            sizeof(feat_info) * k.features.size(), cudaMemcpyHostToDevice,
+                            stream));
     g.features = d_features + at;
+    at += k.features.size();
     g.nfeat = (int32_t)k.features.size();
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
     g.bpp = cfg && cfg->bags ? cfg->bags : std::max(1, std::min(4, 32 / k.G));
     const int width = cfg && cfg->width ? cfg->width : g.bpp >= 2 ? 8 : 4;
-    at += k.features.size();
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
-    dim3 grid((unsigned)std::max<int64_t>(1, (programs + 3) / 4), (unsigned)k.tiles);
-    if (k.max_B == 0)
+    if (programs == 0)
       continue;
+    const int64_t fchunks =
+        std::min<int64_t>(g.nfeat, (target_warps() + programs * k.tiles - 1) /
+                                       (programs * k.tiles));
+    g.feat_per_chunk = (int32_t)((g.nfeat + fchunks - 1) / fchunks);
+    dim3 grid((unsigned)((programs + 3) / 4), (unsigned)k.tiles,
+              (unsigned)((g.nfeat + g.feat_per_chunk - 1) / g.feat_per_chunk));
     if (b.wdtype == TBE_FP32)
       launch_bucket<TBE_FP32>(k, width, grid, b, g, stream);
     else if (b.wdtype == TBE_FP16)
