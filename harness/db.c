@@ -89,17 +89,26 @@ static int db_file_exists(const char *path, const char *suffix)
 }
 
 /* Checks that the open handle h is a tbecheck database of a schema this build can use
- * (exactly this version when `exact`, else at most it), and not damaged. */
-static tbe_status db_check(const char *path, sqlite3 *h, int exact)
+ * (exactly this version when `exact`, else at most it), and not damaged. *empty is set (and
+ * the status ok) when h is a SQLite database without a single table: nothing to lose, so a
+ * writer may make it a tbecheck database (another tbecheck may be doing so right now). */
+static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
 {
-  int64_t v = 0;
+  int64_t v = 0, tables = 0;
   int found = 0;
+  *empty = 0;
   int rc = db_int(h, "PRAGMA application_id", &v, &found);
+  if (rc == SQLITE_OK && v == 0)
+    rc = db_int(h, "SELECT count(*) FROM sqlite_schema", &tables, &found);
   if (rc != SQLITE_OK)
     return (rc & 0xff) == SQLITE_NOTADB
                ? tbe_error(TBE_EINVAL, "database", -1,
                            "%s is not a SQLite database (it may be another kind of file)", path)
                : db_fail(path, h, rc, "cannot read the database header (truncated or corrupt)");
+  if (v == 0 && tables == 0) {
+    *empty = 1;
+    return tbe_ok();
+  }
   if (v != DB_APPLICATION_ID)
     return tbe_error(TBE_EINVAL, "database", -1,
                      "%s is a SQLite database but not a tbecheck one (application_id %lld)", path,
@@ -135,14 +144,15 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact)
 /* Checks the existing file at path without writing anything: a read-only connection, and an
  * immutable one when there is no WAL file (then nothing can be pending, and SQLite creates no
  * -wal or -shm file beside a file it is refusing). */
-static tbe_status db_validate(const char *path, int exact)
+static tbe_status db_validate(const char *path, int exact, int *empty)
 {
   char uri[2200];
   if (db_uri(path, db_file_exists(path, "-wal") ? "mode=ro" : "immutable=1", uri, sizeof uri))
     return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", path);
   sqlite3 *h = NULL;
   int rc = sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
-  tbe_status s = rc == SQLITE_OK ? db_check(path, h, exact) : db_fail(path, h, rc, "cannot open");
+  tbe_status s =
+      rc == SQLITE_OK ? db_check(path, h, exact, empty) : db_fail(path, h, rc, "cannot open");
   sqlite3_close(h);
   return s;
 }
@@ -154,14 +164,9 @@ static tbe_status db_create(db *d)
   tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start creating the database");
   if (s.code != TBE_OK)
     return s;
-  int64_t n = 0;
-  int found;
-  int rc = db_int(d->h, "SELECT count(*) FROM sqlite_schema", &n, &found);
-  if (rc != SQLITE_OK)
-    s = db_fail(d->path, d->h, rc, "cannot read the schema");
-  else if (n > 0)
-    s = db_check(d->path, d->h, 0);
-  else
+  int empty;
+  s = db_check(d->path, d->h, 0, &empty);
+  if (s.code == TBE_OK && empty)
     s = db_exec(d, db_sql("schema"), "cannot create the schema");
   if (s.code == TBE_OK)
     s = db_exec(d, "COMMIT", "cannot commit the new schema");
@@ -229,15 +234,15 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   if (exists && !S_ISREG(st.st_mode))
     return tbe_error(TBE_EINVAL, "database", -1, "%s is not a regular file", path);
   int fresh = !exists || (st.st_size == 0 && !db_file_exists(path, "-wal"));
-  if (fresh && mode == DB_READ)
-    return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", path,
-                     exists ? "the file is empty, not a tbecheck database"
-                            : "no such database (tbecheck run creates one)");
   if (!fresh) {
-    tbe_status s = db_validate(path, 0);
+    tbe_status s = db_validate(path, 0, &fresh);
     if (s.code != TBE_OK)
       return s;
   }
+  if (fresh && mode == DB_READ)
+    return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", path,
+                     exists ? "the database is empty (tbecheck run fills it)"
+                            : "no such database (tbecheck run creates one)");
   db *d = calloc(1, sizeof *d);
   if (!d)
     return tbe_error(TBE_ENOMEM, "database", -1, "out of memory");
@@ -558,7 +563,10 @@ void db_table_free(db_table *t)
 tbe_status db_merge(db *d, const char *src_path, int *runs_added)
 {
   *runs_added = 0;
-  tbe_status s = db_validate(src_path, 1);
+  int empty;
+  tbe_status s = db_validate(src_path, 1, &empty);
+  if (s.code == TBE_OK && empty)
+    s = tbe_error(TBE_EINVAL, "database", -1, "%s is an empty database", src_path);
   if (s.code != TBE_OK)
     return s;
   char uri[2200];

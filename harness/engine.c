@@ -134,8 +134,8 @@ tbe_status eng_parse_list(const char *list, unsigned *mask)
     size_t len = strcspn(p, ",");
     int e = eng_lookup(p, len);
     if (e < 0)
-      return tbe_error(TBE_EINVAL, "engines", -1, "unknown engine '%.*s' (engines: ref, gpu, oracle)",
-                       (int)len, p);
+      return tbe_error(TBE_EINVAL, "engines", -1,
+                       "unknown engine '%.*s' (engines: ref, gpu, oracle)", (int)len, p);
     *mask |= 1u << e;
     if (!p[len])
       return tbe_ok();
@@ -383,7 +383,8 @@ static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const 
   if (s.code == TBE_OK)
     s = eng_read_npy(dir, "oracle_offsets", it, l->total_B + 1, &off);
   if (s.code == TBE_OK) {
-    const int64_t *v = st.data; /* stopped, index offender, feature, bag, position, value, warnings */
+    /* stopped, index offender, feature, bag, position, value, warnings */
+    const int64_t *v = st.data;
     tbe_status bounds = tbe_ok();
     if (v[0]) {
       bounds = tbe_error(TBE_EBOUNDS, v[1] ? "indices" : "offsets", v[4],
@@ -607,7 +608,8 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
 {
   cmp_metric m = got->vs_exact ? CMP_BOUND : CMP_BITWISE;
   eng_check *c;
-  tbe_status s = eng_add_check(res, e, got->vs_exact ? "exact" : "ref", got->path, got->name, m, &c);
+  tbe_status s =
+      eng_add_check(res, e, got->vs_exact ? "exact" : "ref", got->path, got->name, m, &c);
   if (s.code != TBE_OK)
     return s;
   c->has_digest = 1;
@@ -620,9 +622,9 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   if (!got->vs_exact && (got->n != want->n || got->is_int != want->is_int ||
                          eng_elem_size(got) != eng_elem_size(want))) {
     c->status = ENG_FAIL;
-    snprintf(c->reason, sizeof c->reason, "shape: ref has %lld elements of %zu bytes, %s %lld of %zu",
-             (long long)want->n, eng_elem_size(want), eng_name(e), (long long)got->n,
-             eng_elem_size(got));
+    snprintf(c->reason, sizeof c->reason,
+             "shape: ref has %lld elements of %zu bytes, %s %lld of %zu", (long long)want->n,
+             eng_elem_size(want), eng_name(e), (long long)got->n, eng_elem_size(got));
     return tbe_ok();
   }
   s = cmp_init(&c->cmp, m, x->opt.max_violations);

@@ -53,7 +53,8 @@ static const char usage_text[] =
     "environment: TBECHECK_PYTHON  the Python interpreter of the oracle engine\n"
     "\n"
     "exit codes: 0 all passed (skips do not fail), 1 failures found, 2 bad usage or bad\n"
-    "            input (cases, files, a database that is not tbecheck's), 3 I/O or internal error\n";
+    "            input (cases, files, a database that is not tbecheck's), 3 I/O or internal\n"
+    "            error\n";
 
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
@@ -838,7 +839,8 @@ static int cmd_report(int argc, char **argv)
   if (st.code == TBE_OK)
     st = db_query(d, "run", &p, np, &info);
   if (st.code == TBE_OK && info.nrows == 0) {
-    st = tbe_error(TBE_EINVAL, "run", -1, "%s has no run %s", o.db_path, np ? "so numbered" : "yet");
+    st = tbe_error(TBE_EINVAL, "run", -1, "%s has no run %s", o.db_path,
+                   np ? "so numbered" : "yet");
     db_table_free(&info);
   }
   if (st.code == TBE_OK) {

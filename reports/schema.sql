@@ -121,9 +121,10 @@ CREATE INDEX perf_run ON perf (run);
 -- The run started last: the queries' default when :run is not set.
 CREATE VIEW last_run AS SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1;
 
--- Every result with its case and run, and what changed since the previous result of the same
--- (case, engine, baseline, output, repeat) in an earlier-started run:
--- change = 'new' (none before), 'status', 'bits' (digest), 'metrics' (ulp or ratio), 'same'.
+-- Every result with its case and run, and what changed since the previous execution of the same
+-- (case, engine, baseline, output): the same run's previous repeat, or else the last repeat of
+-- the latest earlier-started run. change = 'new' (none before), 'status', 'bits' (digest),
+-- 'metrics' (ulp or ratio), 'same'.
 CREATE VIEW result_history AS
 SELECT *,
        CASE
@@ -147,8 +148,8 @@ FROM (
   FROM results r
   JOIN cases c ON c.id = r.case_id
   JOIN runs ru ON ru.id = r.run
-  WINDOW w AS (PARTITION BY r.case_id, r.engine, r.baseline, r.output, r.repeat
-               ORDER BY ru.started, r.run)
+  WINDOW w AS (PARTITION BY r.case_id, r.engine, r.baseline, r.output
+               ORDER BY ru.started, r.run, r.repeat)
 );
 
 INSERT INTO meta (one, schema_version, created)

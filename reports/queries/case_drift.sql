@@ -4,7 +4,8 @@
 -- Parameter :case: the case id, its hash, or its canonical text.
 SELECT ru.started, substr(ru.git_commit, 1, 12) AS git_commit, ru.dirty, r.run,
        r.engine || ':' || r.baseline AS pair, r.path, r.output, r.repeat, r.status, r.max_ulp,
-       iif(r.worst_bound_ratio IS NULL, NULL, printf('%.3e', r.worst_bound_ratio)) AS ratio, r.digest, r.ref_ms, r.gpu_ms
+       iif(r.worst_bound_ratio IS NULL, NULL, printf('%.3e', r.worst_bound_ratio)) AS ratio,
+       r.digest, r.ref_ms, r.gpu_ms
 FROM results r
 JOIN runs ru ON ru.id = r.run
 JOIN cases c ON c.id = r.case_id

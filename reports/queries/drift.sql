@@ -1,9 +1,10 @@
--- drift.sql: every result of one run beside the previous result of the same case, engine pair,
--- output and repeat in an earlier-started run, and what changed (result_history.change: new,
--- status, bits, metrics, same). Not one case across commits (case_drift.sql).
+-- drift.sql: every result of one run beside the previous execution of the same case, engine
+-- pair and output (an earlier repeat, or else the latest earlier run), and what changed
+-- (result_history.change: new, status, bits, metrics, same). Not one case across commits
+-- (case_drift.sql).
 -- Parameter :run (default: the last run). `tbecheck report` prints the totals per change and the
 -- rows that changed.
-SELECT case_id, pair, path, output, change,
+SELECT case_id, repeat, pair, path, output, change,
        prev_run, substr(prev_commit, 1, 12) AS prev_commit,
        coalesce(prev_status, '-') || ' -> ' || status AS status,
        coalesce(prev_max_ulp, '-') || ' -> ' || coalesce(max_ulp, '-') AS ulp,

@@ -3,7 +3,8 @@
 -- Parameters :run (default: the last run), :all (default 0). `tbecheck list` prints it.
 SELECT r.id AS result, r.case_id AS "case", r.repeat, r.engine || ':' || r.baseline AS pair,
        r.path, r.output, r.status, r.violations, r.elements, r.max_ulp,
-       iif(r.worst_bound_ratio IS NULL, NULL, printf('%.3e', r.worst_bound_ratio)) AS ratio, r.reason, c.canonical
+       iif(r.worst_bound_ratio IS NULL, NULL, printf('%.3e', r.worst_bound_ratio)) AS ratio,
+       r.reason, c.canonical
 FROM results r
 JOIN cases c ON c.id = r.case_id
 WHERE r.run = coalesce(:run, (SELECT id FROM last_run))

@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""cli_test.py: tests of the `tbecheck` command line and its results database, as a user meets
+them: usage and exit codes, bad input, databases that are not ours, SIGKILL mid-run, concurrent
+writers, a full disk, injected faults, merge, import, replay, the live progress line, and every
+query of reports/queries/. Not the unit tests (harness/*_test.c).
+
+usage: cli_test.py --tbecheck PATH --source DIR --work DIR TEST
+Each TEST runs in a fresh DIR/TEST; exit 0 pass, 1 fail, 77 skip (gpu: no GPU here).
+"""
+
+import argparse
+import os
+import pty
+import random
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+SKIP = 77
+TB = SRC = None
+# Several tbecheck processes run at once here (and ctest runs tests side by side): libgomp's
+# default active spin-wait would make each many times slower on a 2-core CI machine.
+ENV = dict(os.environ)
+ENV.setdefault("OMP_WAIT_POLICY", "passive")
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def tb(*args, env=None, preexec=None, cwd=None):
+    """Runs tbecheck with args; returns (exit code, stdout, stderr)."""
+    r = subprocess.run([TB, *args], capture_output=True, text=True, env=env or ENV,
+                       preexec_fn=preexec, cwd=cwd)
+    return r.returncode, r.stdout, r.stderr
+
+
+def expect(code, *args, **kw):
+    rc, out, err = tb(*args, **kw)
+    check(rc == code, f"tbecheck {' '.join(args)}: exit {rc}, expected {code}\n{out}\n{err}")
+    return out, err
+
+
+def case_file(name, lines):
+    with open(name, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return name
+
+
+def smoke():
+    return os.path.join(SRC, "cases", "smoke.cases")
+
+
+def edge():
+    return os.path.join(SRC, "cases", "edge.cases")
+
+
+def query(db, sql, params=()):
+    with sqlite3.connect(db) as c:
+        return c.execute(sql, params).fetchall()
+
+
+def scalar(db, sql, params=()):
+    return query(db, sql, params)[0][0]
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def rows_per_case(db, run):
+    """{canonical: sorted list of (engine, baseline, output, status)} of one run."""
+    out = {}
+    for canon, *row in query(db, "SELECT c.canonical, r.engine, r.baseline, r.output, r.status "
+                                 "FROM results r JOIN cases c ON c.id = r.case_id "
+                                 "WHERE r.run = ?", (run,)):
+        out.setdefault(canon, []).append(tuple(row))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+# ---- the tests ----
+
+def test_usage():
+    expect(2)
+    expect(0, "help")
+    expect(2, "bogus")
+    for cmd in ("run", "replay", "list", "show", "report", "import", "export", "merge",
+                "random"):
+        out, _ = expect(0, cmd, "--help")
+        check(out.startswith(f"usage: tbecheck {cmd}"), f"{cmd} --help: {out[:80]}")
+    for args, words in ((["run", "--bogus", "B=4"], "unknown option"),
+                        (["run", "--repeat", "0", "B=4"], "bad value"),
+                        (["run", "--repeat", "x", "B=4"], "bad value"),
+                        (["run", "--shard", "3/2", "B=4"], "bad value"),
+                        (["run", "--shard", "1/0", "B=4"], "bad value"),
+                        (["run", "--engines", "ref,bogus", "B=4"], "unknown engine 'bogus'"),
+                        (["run", "--inject-fault", "nope", "B=4"], "ENGINE:OUTPUT"),
+                        (["run", "B=4", "--db"], "missing the value"),
+                        (["run"], "at least one"),
+                        (["list", "extra"], "usage"),
+                        (["list", "--shard", "1/2"], "unknown option"),
+                        (["show", "abc"], "usage"),
+                        (["random", "3"], "usage")):
+        _, err = expect(2, *args)
+        check(words in err, f"{args}: '{words}' not in: {err}")
+    check(not os.path.exists("tbecheck.db"), "bad usage created a database")
+
+
+def test_bad_input():
+    for args, words in ((["run", "T=x"], "key 'T'"),
+                        (["run", "no-such.cases"], "no-such.cases"),
+                        (["run", "."], "."),
+                        (["replay", "T=x"], "key 'T'"),
+                        (["export", "B=-1", "out"], "B"),
+                        (["import", "no-such-dir"], "not a directory")):
+        _, err = expect(2, *args)
+        check(words in err, f"{args}: '{words}' not in: {err}")
+    bad = case_file("bad.cases", ["B=4 L=2  # fine", "B=5", "B=6 Q=1  # unknown key", "B=7"])
+    _, err = expect(2, "run", bad)
+    check("bad.cases:3" in err and "Q" in err, f"the error does not name line 3 and key Q: {err}")
+    check(not os.path.exists("tbecheck.db"), "bad input created a database")
+    expect(0, "run", "--engines", "ref", "B=4 L=2")
+    expect(2, "run", "--engines", "ref", "B=4", bad)
+    check(scalar("tbecheck.db", "SELECT count(*) FROM runs") == 1,
+          "a run with bad input was recorded")
+    os.makedirs("capture")
+    _, err = expect(2, "import", "capture")
+    check("weights.npy is missing" in err, err)
+    _, err = expect(2, "replay", "99")
+    check("no case with id or hash '99'" in err, err)
+
+
+def bad_databases(good):
+    """Files that are not usable tbecheck databases: {name: (path, words of the error)}."""
+    data = read_bytes(good)
+    made = {}
+    with open("text.db", "w") as f:
+        f.write("name,value\nthis is a text file\n")
+    made["text"] = ("text.db", "not a SQLite database")
+    with open("truncated.db", "wb") as f:
+        f.write(data[:len(data) // 2])
+    made["truncated"] = ("truncated.db", "corrupt")
+    shutil.copy(good, "newer.db")
+    with sqlite3.connect("newer.db") as c:
+        c.execute("PRAGMA journal_mode = DELETE")
+        c.execute("UPDATE meta SET schema_version = schema_version + 1")
+    made["newer"] = ("newer.db", "newer than this tbecheck")
+    with sqlite3.connect("foreign.db") as c:
+        c.execute("CREATE TABLE t (x)")
+    made["foreign"] = ("foreign.db", "not a tbecheck one")
+    return made
+
+
+def test_bad_db():
+    expect(0, "run", "--db", "good.db", "--engines", "ref", "B=4 L=2", "B=8 L=3 pool=mean")
+    with sqlite3.connect("good.db") as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    check(len(read_bytes("good.db")) >= 8 * 4096, "the good database is too small to truncate")
+    for name, (path, words) in bad_databases("good.db").items():
+        before = read_bytes(path)
+        for args in (["run", "--engines", "ref", "--db", path, "B=4"], ["list", "--db", path],
+                     ["report", "--db", path], ["show", "1", "--db", path],
+                     ["replay", "1", "--db", path], ["merge", path, "good.db"],
+                     ["merge", "out.db", path]):
+            _, err = expect(2, *args)
+            check(words in err and path in err, f"{name}: {args}: '{words}' not in: {err}")
+            check(read_bytes(path) == before, f"{name}: {args} changed {path}")
+            for side in ("-wal", "-shm", "-journal"):
+                check(not os.path.exists(path + side), f"{name}: {args} created {path}{side}")
+
+
+def test_kill():
+    cases = case_file("many.cases", expect(0, "random", "100", "5")[0].splitlines())
+    expect(0, "run", "--db", "full.db", "--engines", "ref", cases)
+    for attempt in range(5):
+        if os.path.exists("k.db"):
+            os.remove("k.db")
+        p = subprocess.Popen([TB, "run", "--db", "k.db", "--engines", "ref", "--repeat", "40",
+                              cases], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+        committed = 0
+        deadline = time.time() + 30
+        while p.poll() is None and time.time() < deadline:
+            try:
+                committed = scalar("file:k.db?mode=ro", "SELECT count(*) FROM perf")
+            except sqlite3.Error:
+                committed = 0
+            if committed:
+                break
+            time.sleep(0.002)
+        time.sleep(random.uniform(0, 0.05))
+        if p.poll() is not None:
+            continue  # it finished before the kill: try again
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        break
+    else:
+        raise Failed("the run always finished before it could be killed")
+    check(scalar("k.db", "PRAGMA integrity_check") == "ok", "integrity_check failed")
+    complete, ended = query("k.db", "SELECT complete, ended FROM runs")[0]
+    check(complete == 0 and ended is None, "the killed run is not shown as incomplete")
+    full = rows_per_case("full.db", 1)
+    got = query("k.db", "SELECT c.canonical, r.repeat, count(*) FROM results r "
+                        "JOIN cases c ON c.id = r.case_id GROUP BY r.case_id, r.repeat")
+    check(got, "nothing was committed before the kill")
+    for canon, repeat, n in got:
+        check(n == len(full[canon]), f"case '{canon}' repeat {repeat}: {n} rows of "
+                                      f"{len(full[canon])}: a case was stored in part")
+    stored = len(got)
+    expect(0, "run", "--db", "k.db", "--engines", "ref", "B=4 L=2")
+    out, _ = expect(0, "report", "--db", "k.db", "--run", "1")
+    check("complete           0" in out, f"report does not show run 1 incomplete:\n{out}")
+    print(f"killed after {stored} case runs were committed; integrity ok")
+
+
+def test_concurrent():
+    """Several runs writing one new database at once lose nothing and corrupt nothing."""
+    sets = [smoke(), edge(), smoke()]
+    procs = [subprocess.Popen([TB, "run", "--db", "c.db", "--engines", "ref", s],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+             for s in sets]
+    outs = [p.communicate() for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        check(p.returncode == 0, f"a concurrent run failed ({p.returncode}): {err}")
+    check(scalar("c.db", "PRAGMA integrity_check") == "ok", "integrity_check failed")
+    check(scalar("c.db", "SELECT count(*) FROM runs WHERE complete = 1") == 3, "runs lost")
+    for i, s in enumerate(sets):
+        expect(0, "run", "--db", f"alone{i}.db", "--engines", "ref", s)
+    runs = {r: rows_per_case("c.db", r) for (r,) in query("c.db", "SELECT id FROM runs")}
+    alone = [rows_per_case(f"alone{i}.db", 1) for i in range(3)]
+    for want in alone:
+        check(any(got == want for got in runs.values()), "a run's results differ from alone")
+    total = sum(sum(len(v) for v in a.values()) for a in alone)
+    check(scalar("c.db", "SELECT count(*) FROM results") == total, "results lost")
+
+
+def limit_file_size(n):
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+
+
+def test_full_disk():
+    expect(0, "run", "--db", "f.db", "--engines", "ref", smoke())
+    limit = 96 * 1024
+    size = len(read_bytes("f.db"))
+    check(size < limit, f"the database ({size} bytes) is already past the limit")
+    _, err = expect(3, "run", "--db", "f.db", "--engines", "ref", "--repeat", "20", smoke(),
+                    preexec=limit_file_size(limit))
+    check("cannot store case" in err and ("full" in err or "I/O" in err or "large" in err),
+          f"unclear full-disk error: {err}")
+    check("stays incomplete" in err, f"the error does not say the run is incomplete: {err}")
+    check(scalar("f.db", "PRAGMA integrity_check") == "ok", "integrity_check failed")
+    check(query("f.db", "SELECT id, complete FROM runs ORDER BY id") == [(1, 1), (2, 0)],
+          "run states after a full disk")
+    want = rows_per_case("f.db", 1)
+    for canon, repeat, n in query("f.db", "SELECT c.canonical, r.repeat, count(*) FROM results r"
+                                          " JOIN cases c ON c.id = r.case_id WHERE r.run = 2 "
+                                          "GROUP BY r.case_id, r.repeat"):
+        check(n == len(want[canon]), f"'{canon}' repeat {repeat} stored in part on a full disk")
+    # a new database on a full disk: an error, and nothing left that a later run would refuse
+    _, err = expect(3, "run", "--db", "new.db", "--engines", "ref", "B=4",
+                    preexec=limit_file_size(2048))
+    expect(0, "run", "--db", "new.db", "--engines", "ref", "B=4")
+
+
+def test_fault():
+    """Test the tester: a one-ulp fault must fail, be listed, shown and replayed at its place."""
+    case = "T=2 B=4 E=10,10 D=4,8 L=1"
+    expect(0, "run", "--engines", "ref", case)
+    # the output is [B, total_D = 4 + 8]: element 17 is sample 1, feature 1 (columns 4..), d 1
+    out, _ = expect(1, "run", "--engines", "ref", "--inject-fault", "ref:output@17", case)
+    check("FAIL" in out and "t=1 b=1 d=1" in out, f"the fault is not reported there:\n{out}")
+    out, _ = expect(0, "list", "--failed")
+    check(out.count("fail") == 1, f"list --failed:\n{out}")
+    rid = scalar("tbecheck.db", "SELECT id FROM results WHERE status = 'fail'")
+    out, _ = expect(0, "show", str(rid))
+    check("t=1 b=1 d=1" in out and "violations recorded: 1" in out, f"show:\n{out}")
+    expect(2, "show", "999")
+    out, _ = expect(1, "replay", "--engines", "ref", "--inject-fault", "ref:output@17", "1")
+    check("t=1 b=1 d=1" in out, f"replay does not show the violation:\n{out}")
+    expect(0, "replay", "--engines", "ref", "1")
+    out, _ = expect(0, "report")
+    check("1 bits" in out or "1 status" in out, f"report does not show the change:\n{out}")
+
+
+def test_queries():
+    """Every query of reports/queries/ on a database built here: through Python's sqlite3 and,
+    where it is installed, the sqlite3 shell with .parameter as README.md shows."""
+    cases = case_file("q.cases", ["B=4 L=1 D=4", "T=2 B=3 E=10,20 D=4,8 L=2 weighted=1",
+                                  "B=8 L=3 invalid=0.5 bounds=fatal"])
+    expect(0, "run", "--engines", "ref", cases)
+    expect(1, "run", "--engines", "ref", "--inject-fault", "ref:output", "--repeat", "2", cases)
+    qdir = os.path.join(SRC, "reports", "queries")
+    names = sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".sql"))
+    check(names == ["case_drift", "drift", "failures", "flaky", "result", "run", "summary",
+                    "violations", "worst"], f"queries: {names}: give the new one a test")
+    fail_id = scalar("tbecheck.db", "SELECT min(id) FROM results WHERE status = 'fail'")
+    with sqlite3.connect("tbecheck.db") as c:
+        c.execute("UPDATE runs SET dirty = 0, git_commit = ?", ("a" * 40,))
+    params = {"case_drift": {"case": 1}, "drift": {"run": 2}, "failures": {},
+              "flaky": {}, "result": {"id": fail_id}, "run": {}, "summary": {"run": 1},
+              "violations": {"id": fail_id}, "worst": {}}
+    got = {}
+    for n in names:
+        with open(os.path.join(qdir, n + ".sql")) as f:
+            sql = f.read()
+        c = sqlite3.connect("tbecheck.db")
+        cur = c.execute(sql, {"run": None, "all": None, "case": None, "id": None, **params[n]})
+        got[n] = ([d[0] for d in cur.description], cur.fetchall())
+        c.close()
+    col = lambda n, name: [r[got[n][0].index(name)] for r in got[n][1]]
+    check(col("summary", "pair") == ["ref:exact"] and col("summary", "cases") == [2],
+          f"summary: {got['summary']}")
+    check(set(col("failures", "status")) == {"fail"} and len(got["failures"][1]) == 4,
+          f"failures of the last run: {got['failures']}")
+    check(col("case_drift", "run") == [1, 2, 2], f"case_drift: {got['case_drift']}")
+    changes = sorted(zip(col("drift", "repeat"), col("drift", "change")))
+    check(changes == [(0, "status"), (0, "status"), (1, "same"), (1, "same")],
+          f"drift of run 2 (each case failed, then repeated the same bits): {got['drift']}")
+    check(len(got["flaky"][1]) == 2 and set(col("flaky", "distinct_bits")) == {2},
+          f"flaky: {got['flaky']}")
+    check(col("run", "run") == [2] and col("run", "complete") == [1], f"run: {got['run']}")
+    check(col("result", "status") == ["fail"], f"result: {got['result']}")
+    check(len(got["violations"][1]) == 1, f"violations: {got['violations']}")
+    check(col("worst", "rank") == [1, 2], f"worst: {got['worst']}")
+    if not shutil.which("sqlite3"):
+        print("sqlite3 shell not installed: the README examples were not run through it")
+        return
+    for n, p in params.items():
+        cmds = [f".parameter set :{k} {v}" for k, v in p.items()]
+        r = subprocess.run(["sqlite3", "-header", "-column", "tbecheck.db", *cmds,
+                            f".read {os.path.join(qdir, n + '.sql')}"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and not r.stderr and r.stdout.strip(),
+              f"sqlite3 shell, {n}: {r.returncode} {r.stderr}{r.stdout}")
+
+
+def test_merge():
+    expect(0, "run", "--db", "all.db", "--engines", "ref", smoke())
+    out1, _ = expect(0, "run", "--db", "s1.db", "--engines", "ref", "--shard", "1/2", smoke())
+    out2, _ = expect(0, "run", "--db", "s2.db", "--engines", "ref", "--shard", "2/2", smoke())
+    out, _ = expect(0, "merge", "m.db", "s1.db", "s2.db")
+    check(out.count("1 run added") == 2, out)
+    out, _ = expect(0, "merge", "m.db", "s1.db")
+    check("0 runs added" in out, f"merging again added runs: {out}")
+    digests = "SELECT c.canonical, r.engine, r.baseline, r.output, r.status, r.digest " \
+              "FROM results r JOIN cases c ON c.id = r.case_id ORDER BY 1, 2, 3, 4"
+    check(query("m.db", digests) == query("all.db", digests),
+          "the merged shards differ from one run of all the cases")
+    check(scalar("m.db", "SELECT group_concat(shard) FROM runs") == "1/2,2/2", "shards")
+    check(scalar("m.db", "PRAGMA integrity_check") == "ok", "integrity_check failed")
+
+
+def test_import():
+    expect(0, "export", "T=2 B=5 E=40,50 D=4,8 L=3 weighted=1 invalid=0.2", "cap")
+    out, _ = expect(0, "import", "cap", "--engines", "ref")
+    out, _ = expect(0, "import", "cap", "--engines", "ref")
+    rows = query("tbecheck.db", "SELECT id, canonical FROM cases")
+    check(len(rows) == 1 and rows[0][1].startswith("import digest=") and
+          "bounds=warning" in rows[0][1], f"cases: {rows}")
+    check(scalar("tbecheck.db", "SELECT count(*) FROM runs") == 2, "two imports, two runs")
+    _, err = expect(2, "replay", str(rows[0][0]))
+    check("imported batch" in err, err)
+    _, err = expect(2, "import", "cap", "--pool", "mean")
+    check("MEAN" in err, err)
+    expect(2, "import", "cap", "--pool", "max")
+
+
+def test_replay():
+    expect(0, "run", "--engines", "ref", "B=4 L=2 seed=3")
+    h = scalar("tbecheck.db", "SELECT hash FROM cases")
+    for key in ("1", h, "L=2 seed=3"):
+        out, _ = expect(0, "replay", "--engines", "ref", key)
+        check("ref:exact" in out and "L=2 seed=3" in out, f"replay {key}:\n{out}")
+
+
+def test_oracle_skip():
+    env = dict(ENV, TBECHECK_PYTHON="/nonexistent/python3")
+    out, _ = expect(0, "run", "--engines", "ref,oracle", smoke(), env=env)
+    check("engine oracle: skip (cannot start" in out, out)
+    rows = query("tbecheck.db", "SELECT DISTINCT status, reason IS NOT NULL FROM results "
+                                "WHERE engine = 'oracle'")
+    check(rows == [("skip", 1)], f"oracle rows without the oracle: {rows}")
+
+
+def test_live():
+    """On a terminal: one progress line, redrawn (done/total, failures, rate, ETA)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([TB, "run", "--engines", "ref", smoke()], stdout=slave,
+                         stderr=subprocess.PIPE, env=ENV)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            b = os.read(master, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    p.wait()
+    os.close(master)
+    out = b"".join(chunks).decode()
+    check(p.returncode == 0, f"exit {p.returncode}")
+    with open(smoke()) as f:
+        n = sum(1 for line in f if line.split("#")[0].strip())
+    check("\r\x1b[K[" in out and "cases/s, ETA" in out and f"[{n}/{n}]" in out,
+          f"no progress line:\n{out[:400]!r}")
+    check("pass  case" not in out, "plain per-case lines on a terminal")
+    check("ref:exact" in out, "no summary on a terminal")
+
+
+def test_gpu():
+    out, _ = expect(0, "run", "--engines", "gpu", smoke(), edge())
+    if "engine gpu: skip" in out:
+        print(out.splitlines()[0])
+        return SKIP
+    check(scalar("tbecheck.db", "SELECT count(*) FROM results WHERE engine = 'gpu' "
+                                "AND status <> 'pass'") == 0, "gpu results that did not pass")
+
+
+def main():
+    global TB, SRC
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tbecheck", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("test")
+    a = ap.parse_args()
+    TB, SRC = os.path.abspath(a.tbecheck), os.path.abspath(a.source)
+    fn = globals().get("test_" + a.test)
+    if not fn:
+        print(f"no test '{a.test}'")
+        return 2
+    d = os.path.join(os.path.abspath(a.work), a.test)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    os.chdir(d)
+    try:
+        rc = fn()
+    except Failed as e:
+        print(f"FAIL {a.test}: {e}")
+        return 1
+    if rc == SKIP:
+        return SKIP
+    print(f"pass {a.test}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
