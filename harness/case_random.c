@@ -114,7 +114,7 @@ static void add_knobs(rcase *r, int bounds_checked, int wd16)
   static const char *const epss[] = {"1e-8", "0.1", "0"};
   static const char *const lambdas[] = {"0.01", "0.3", "1e-4"};
   static const char *const clips[] = {"0.5", "2", "1e3"};
-  static const int64_t thresholds[] = {1, 2, 3, 4, 8, 256}, chunks[] = {1, 2, 3, 5, 256};
+  static const int64_t small[] = {1, 2, 3, 5}; /* tiers small cases reach; 256 is the default */
   if (chance(r, 50))
     add(r, "lr=%s", lrs[rnd(r, 5)]);
   if (adagrad) {
@@ -134,10 +134,10 @@ static void add_knobs(rcase *r, int bounds_checked, int wd16)
     add(r, "sr=%d", sr);
   if (sr && chance(r, 50))
     add(r, "step=%lld", (long long)rnd(r, 100000));
-  if (chance(r, 60))
-    add(r, "bwd.threshold=%lld", (long long)pick(r, thresholds, 6));
-  if (chance(r, 60))
-    add(r, "bwd.chunk=%lld", (long long)pick(r, chunks, 5));
+  if (chance(r, 80))
+    add(r, "bwd.threshold=%lld", chance(r, 15) ? 256LL : (long long)pick(r, small, 4));
+  if (chance(r, 80))
+    add(r, "bwd.chunk=%lld", chance(r, 15) ? 256LL : (long long)pick(r, small, 4));
   if (chance(r, 30))
     add(r, "bwd.combine=%s", chance(r, 70) ? "atomic" : "deterministic");
 }

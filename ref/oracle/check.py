@@ -4,7 +4,9 @@ on each, and requires bit-identical results from the C reference. Not the oracle
 
 For each case it compares the status, FATAL's offender (feature and bag for an offset offender;
 feature, bag, position and value for an index offender), the warning counter, the repaired
-offsets and indices, and the output's bits (NaN equals NaN). It prints one line per mismatching
+offsets and indices, and the output's bits (NaN equals NaN); for a case with a backward (opt
+set), the updated weights, the momentum and the per-sample-weight gradients, bit for bit
+(tbe_oracle_backward.py). It prints one line per mismatching
 case and a summary "oracle: N cases compared, M mismatches". Exit 0 when all match, 1 on a
 mismatch or a failed export, 77 (skip) when NumPy is missing.
 
@@ -24,6 +26,7 @@ except ImportError as e:
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tbe_oracle
+    import tbe_oracle_backward
 
 SKIP = 77
 
@@ -103,6 +106,54 @@ def compare_output(m, ref_npy, got, layout):
             f"oracle 0x{int(got[i]):0{width}x}")
 
 
+def compare_bits(name, ref, got, fmt):
+    """A description of how two float arrays' bits differ (NaN equals NaN), or None."""
+    view = np.uint32 if fmt == "fp32" else np.uint16
+    ref, got = ref.view(view), np.ascontiguousarray(got).view(view)
+    if ref.shape != got.shape:
+        return f"{name}: {ref.shape[0]} elements vs oracle {got.shape[0]}"
+    exp_mask, man_mask = NAN_MASKS[fmt]
+
+    def isnan(b):
+        return ((b & exp_mask) == exp_mask) & ((b & man_mask) != 0)
+
+    diff = ((ref != got) & ~(isnan(ref) & isnan(got))).nonzero()[0]
+    if not len(diff):
+        return None
+    i = int(diff[0])
+    width = 8 if fmt == "fp32" else 4
+    return (f"{name}: {len(diff)} of {len(ref)} differ, first [{i}]: ref 0x{int(ref[i]):0{width}x}"
+            f" oracle 0x{int(got[i]):0{width}x}")
+
+
+def compare_backward(m, a, res):
+    """The differences between the reference's backward outputs and the oracle's."""
+    if m.get("opt", "none") == "none":
+        return []
+    try:
+        bwd = tbe_oracle_backward.run_backward(m, a, res)
+    except Exception as e:  # a crash of the oracle on a case is a finding, not a stop
+        return [f"oracle backward raised {type(e).__name__}: {e}"]
+    if bwd is None:
+        return [] if m["ref_backward"] == "not run" else [
+            f"backward: ref '{m['ref_backward']}', the oracle did not run it"]
+    if m["ref_backward"] != "ok":
+        return [f"backward: ref '{m['ref_backward']}': {m.get('ref_backward_message')}"]
+    outs = [("weights", bwd.weights, m["wdtype"]), ("momentum", bwd.momentum, "fp32"),
+            ("psw_grad", bwd.psw_grad, "fp32")]
+    diffs = []
+    for name, got, fmt in outs:
+        if got is None:
+            continue
+        if "ref_" + name not in a:
+            diffs.append(f"{name}: ref_{name}.npy missing")
+            continue
+        d = compare_bits(name, a["ref_" + name], got, fmt)
+        if d:
+            diffs.append(d)
+    return diffs
+
+
 def compare_case(path):
     """Runs the oracle on one exported case; returns (case text, list of differences)."""
     m, a = tbe_oracle.load_case(path)
@@ -135,6 +186,7 @@ def compare_case(path):
             d = compare_output(m, a["ref_output"], res.output_bits, res.layout)
             if d:
                 diffs.append(d)
+    diffs += compare_backward(m, a, res)
     return m["case"], diffs
 
 

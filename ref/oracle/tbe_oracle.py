@@ -273,7 +273,8 @@ def load_case(path):
     arrays = {}
     for name in ("weights", "table_offset", "E", "D", "feature_table_map", "indices",
                  "offsets", "B_vbe", "per_sample_weights", "ref_indices", "ref_offsets",
-                 "ref_output"):
+                 "ref_output", "grad_output", "momentum", "ref_weights", "ref_momentum",
+                 "ref_psw_grad"):
         p = os.path.join(path, name + ".npy")
         if os.path.exists(p):
             arrays[name] = np.load(p, allow_pickle=False)
