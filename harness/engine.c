@@ -583,7 +583,7 @@ static tbe_status eng_note(eng_case_result *res, eng_id e, const char *baseline,
 static tbe_status eng_note(eng_case_result *res, eng_id e, const char *baseline, const char *path,
                            const char *output, eng_status st, const char *fmt, ...)
 {
-  eng_check *c;
+  eng_check *c = NULL;
   tbe_status s = eng_add_check(res, e, baseline, path, output, CMP_BITWISE, &c);
   if (s.code != TBE_OK)
     return s;
@@ -607,7 +607,7 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
                               const tbe_layout *l)
 {
   cmp_metric m = got->vs_exact ? CMP_BOUND : CMP_BITWISE;
-  eng_check *c;
+  eng_check *c = NULL;
   tbe_status s =
       eng_add_check(res, e, got->vs_exact ? "exact" : "ref", got->path, got->name, m, &c);
   if (s.code != TBE_OK)

@@ -309,7 +309,7 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
                 argv[optind - 1]);
       return usage_error(usage);
     }
-    long long v;
+    long long v = 0;
     int bad = 0, k;
     switch (ch) {
     case OPT_DB: o->db_path = optarg; break;
