@@ -864,7 +864,8 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
     tbe_batch_free(&b);
     return eng_checks(x, r, runs, NULL, NULL, NULL);
   }
-  gpu_fwd_config cfg = {0}; /* the default policy until cases carry fwd.* keys */
+  const tbe_knobs *k = case_knobs(c);
+  gpu_fwd_config cfg = {k->fwd_bags, k->fwd_width, k->fused_bounds, (gpu_small_mode)k->fwd_small};
   s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg, r);
   tbe_batch_free(&b);
   return s;
