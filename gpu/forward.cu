@@ -93,14 +93,13 @@ struct gather_launch {
   dev_bounds *state;
 };
 
-/* Loads index p; with the fused check, an invalid index is counted and repaired by the one lane
- * that owns the position (owner), or reported (FATAL), and used as 0. */
-__device__ __forceinline__ int64_t checked_index(const dev_batch &b, const gather_launch &g,
-                                                 int64_t p, int64_t E, bool owner,
-                                                 unsigned long long &invalid)
+/* The fused check of an index already loaded: an invalid one is counted and repaired by the one
+ * lane that owns the position (owner), or reported (FATAL), and used as 0. */
+__device__ __forceinline__ int64_t check_index(const dev_batch &b, const gather_launch &g,
+                                               int64_t p, int64_t idx, int64_t E, bool owner,
+                                               unsigned long long &invalid)
 {
-  int64_t idx = g.fused ? ld_index_rw(b.indices, b.itype, p) : ld_index(b.indices, b.itype, p);
-  if (!g.fused || idx == -1 || (idx >= 0 && idx < E))
+  if (idx == -1 || (idx >= 0 && idx < E))
     return idx;
   if (owner) {
     invalid++;
@@ -110,6 +109,15 @@ __device__ __forceinline__ int64_t checked_index(const dev_batch &b, const gathe
       st_index(b.indices, b.itype, p, 0);
   }
   return 0;
+}
+
+/* Index i of an ITYPE array (the fused check may write the array, so no read-only path then). */
+template <tbe_itype IT>
+__device__ __forceinline__ int64_t load_index(const void *a, int64_t i, bool writable)
+{
+  if (IT == TBE_I32)
+    return writable ? ((const int32_t *)a)[i] : __ldg((const int32_t *)a + i);
+  return writable ? ((const long long *)a)[i] : __ldg((const long long *)a + i);
 }
 
 /* Adds the per-warp invalid count to the counter (all 32 lanes must call). */
@@ -132,10 +140,10 @@ __device__ __forceinline__ bool fatal_stop(const gather_launch &g)
 template <int VB, int CPT, int GW>
 constexpr int min_blocks()
 {
-  return VB * GW * CPT <= 64 ? 8 : VB * GW * CPT <= 128 ? 6 : 4;
+  return VB * GW * CPT <= 64 ? 8 : VB * GW * CPT <= 128 ? 5 : 3;
 }
 
-template <tbe_dtype WD, int VB, int CPT, int GW, bool WEIGHTED>
+template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool WEIGHTED, bool FUSED>
 __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
     gather_kernel(dev_batch b, gather_launch g)
 {
@@ -168,37 +176,41 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
       if (s0 + slot >= g.bpp || bb >= f.Bt)
         continue;
       const int64_t bag = f.bag0 + bb;
-      const int64_t start = ld_index(b.offsets, b.itype, bag);
-      const int64_t end = ld_index(b.offsets, b.itype, bag + 1);
+      const int64_t start = load_index<IT>(b.offsets, bag, false);
+      const int64_t end = load_index<IT>(b.offsets, bag + 1, false);
       A acc[CPT][VE];
 #pragma unroll
       for (int k = 0; k < CPT; k++)
 #pragma unroll
         for (int e = 0; e < VE; e++)
           acc[k][e] = 0;
+      /* phases per group of GW positions: load the indices, check them (fused), issue the row
+       * loads, then add in position order; no store sits between the loads */
       for (int64_t p = start; p < end; p += GW) {
-        chunk rows[GW][CPT];
-        float w[WEIGHTED ? GW : 1];
-        unsigned valid = 0; /* bit q: position p + q holds a row (not -1, inside the bag) */
+        int64_t idx[GW];
 #pragma unroll
-        for (int q = 0; q < GW; q++) {
-          if (p + q >= end)
-            continue;
-          const int64_t idx = checked_index(b, g, p + q, f.E, owner, invalid);
-          if (WEIGHTED)
-            w[WEIGHTED ? q : 0] = __ldg(b.psw + p + q);
-          if (idx == -1)
-            continue;
-          valid |= 1u << q;
-          const R *row = (const R *)(table + idx * f.D);
+        for (int q = 0; q < GW; q++)
+          idx[q] = p + q < end ? load_index<IT>(b.indices, p + q, FUSED) : -1;
+        if (FUSED)
+#pragma unroll
+          for (int q = 0; q < GW; q++)
+            if (p + q < end)
+              idx[q] = check_index(b, g, p + q, idx[q], f.E, owner, invalid);
+        chunk rows[GW][CPT];
+#pragma unroll
+        for (int q = 0; q < GW; q++)
 #pragma unroll
           for (int k = 0; k < CPT; k++)
-            if (c0 + k * g.G < chunks)
-              rows[q][k].raw = __ldg(row + c0 + k * g.G);
-        }
+            if (idx[q] != -1 && c0 + k * g.G < chunks)
+              rows[q][k].raw = __ldg((const R *)(table + idx[q] * f.D) + c0 + k * g.G);
+        float w[WEIGHTED ? GW : 1];
+        if (WEIGHTED)
+#pragma unroll
+          for (int q = 0; q < GW; q++)
+            w[WEIGHTED ? q : 0] = p + q < end ? __ldg(b.psw + p + q) : 0.0f;
 #pragma unroll
         for (int q = 0; q < GW; q++) {
-          if (!(valid >> q & 1))
+          if (idx[q] == -1)
             continue;
 #pragma unroll
           for (int k = 0; k < CPT; k++)
@@ -247,7 +259,9 @@ __global__ void none_kernel(dev_batch b, gather_launch g)
     const int64_t start = ld_index_rw(b.offsets, b.itype, bag);
     const int64_t end = ld_index_rw(b.offsets, b.itype, bag + 1);
     for (int64_t p = start; p < end; p++) {
-      const int64_t idx = checked_index(b, g, p, b.E[j], lane == 0, invalid);
+      int64_t idx = ld_index_rw(b.indices, b.itype, p);
+      if (g.fused)
+        idx = check_index(b, g, p, idx, b.E[j], lane == 0, invalid);
       for (int d = lane; idx != -1 && d < D; d += 32) {
         const typename wt<WD>::A r = wt<WD>::widen(__ldg(table + idx * D + d));
         st_out(b.out, b.out_dtype, p * D + d, (float)r);
@@ -273,13 +287,26 @@ int pow2_ceil(int x)
   return p;
 }
 
-template <tbe_dtype WD, int VB, int CPT, int GW>
+template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW>
 void launch_weighted(dim3 grid, const dev_batch &b, const gather_launch &g, cudaStream_t stream)
 {
-  if (b.psw)
-    gather_kernel<WD, VB, CPT, GW, true><<<grid, 128, 0, stream>>>(b, g);
+  if (b.psw && g.fused)
+    gather_kernel<WD, IT, VB, CPT, GW, true, true><<<grid, 128, 0, stream>>>(b, g);
+  else if (b.psw)
+    gather_kernel<WD, IT, VB, CPT, GW, true, false><<<grid, 128, 0, stream>>>(b, g);
+  else if (g.fused)
+    gather_kernel<WD, IT, VB, CPT, GW, false, true><<<grid, 128, 0, stream>>>(b, g);
   else
-    gather_kernel<WD, VB, CPT, GW, false><<<grid, 128, 0, stream>>>(b, g);
+    gather_kernel<WD, IT, VB, CPT, GW, false, false><<<grid, 128, 0, stream>>>(b, g);
+}
+
+template <tbe_dtype WD, int VB, int CPT, int GW>
+void launch_itype(dim3 grid, const dev_batch &b, const gather_launch &g, cudaStream_t stream)
+{
+  if (b.itype == TBE_I32)
+    launch_weighted<WD, TBE_I32, VB, CPT, GW>(grid, b, g, stream);
+  else
+    launch_weighted<WD, TBE_I64, VB, CPT, GW>(grid, b, g, stream);
 }
 
 template <tbe_dtype WD, int VB, int CPT>
@@ -287,9 +314,9 @@ void launch_width(int width, dim3 grid, const dev_batch &b, const gather_launch 
                   cudaStream_t stream)
 {
   if (width == 8)
-    launch_weighted<WD, VB, CPT, 8>(grid, b, g, stream);
+    launch_itype<WD, VB, CPT, 8>(grid, b, g, stream);
   else
-    launch_weighted<WD, VB, CPT, 4>(grid, b, g, stream);
+    launch_itype<WD, VB, CPT, 4>(grid, b, g, stream);
 }
 
 template <tbe_dtype WD>
@@ -401,7 +428,7 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
     g.bpp = cfg && cfg->bags ? cfg->bags : std::max(1, std::min(4, 32 / k.G));
-    const int width = cfg && cfg->width ? cfg->width : g.bpp >= 2 ? 8 : 4;
+    const int width = cfg && cfg->width ? cfg->width : 4; /* 8 measured slower on the H200 */
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
