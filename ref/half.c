@@ -4,10 +4,20 @@
  * Narrowing works on the double's bits: the 53-bit significand is shifted right to the target's
  * precision (more for targets' subnormals) and rounded to nearest, ties to even. Adding the
  * rounded significand to the biased exponent lets a carry roll into the exponent, up to Inf.
+ *
+ * The row functions are the same conversions for speed: fp16 through F16C (vcvtph2ps is exact;
+ * vcvtps2ph with round-to-nearest-even is the IEEE conversion, and NaN lanes are rewritten to
+ * the quiet NaN narrow_double gives), bf16 by integer rounding of the fp32 bits (add 0x7FFF plus
+ * the lowest kept bit, drop 16 bits: ties to even, carries into the exponent up to Inf).
  */
 #include "half.h"
 
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HALF_F16C 1
+#endif
 
 static float bits_to_float(uint32_t u)
 {
@@ -79,3 +89,78 @@ static uint16_t narrow_double(double x, int man_bits, int exp_bits, int bias)
 
 uint16_t ref_double_to_half(double x) { return narrow_double(x, 10, 5, 15); }
 uint16_t ref_double_to_bf16(double x) { return narrow_double(x, 7, 8, 127); }
+
+void ref_bf16_to_float_row(const uint16_t *h, int64_t n, float *f)
+{
+  for (int64_t i = 0; i < n; i++)
+    f[i] = ref_bf16_to_float(h[i]);
+}
+
+void ref_float_to_bf16_row(const float *f, int64_t n, uint16_t *h)
+{
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &f[i], sizeof u);
+    h[i] = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u)
+                                           : (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+#ifdef HALF_F16C
+__attribute__((target("avx2,f16c"))) static void half_to_float_f16c(const uint16_t *h,
+                                                                      int64_t n, float *f)
+{
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+  for (; i < n; i++)
+    f[i] = ref_half_to_float(h[i]);
+}
+
+__attribute__((target("avx2,f16c"))) static void float_to_half_f16c(const float *f, int64_t n,
+                                                                      uint16_t *h)
+{
+  const __m128i sign = _mm_set1_epi16((short)0x8000), qnan = _mm_set1_epi16(0x7E00);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps(f + i);
+    __m128i r = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32),
+                                    _mm256_extracti128_si256(nan32, 1));
+    __m128i fixed = _mm_or_si128(_mm_and_si128(r, sign), qnan);
+    _mm_storeu_si128((__m128i *)(h + i), _mm_blendv_epi8(r, fixed, nan16));
+  }
+  for (; i < n; i++)
+    h[i] = ref_float_to_half(f[i]);
+}
+
+static int half_has_f16c(void)
+{
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+void ref_half_to_float_row(const uint16_t *h, int64_t n, float *f)
+{
+#ifdef HALF_F16C
+  if (half_has_f16c()) {
+    half_to_float_f16c(h, n, f);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++)
+    f[i] = ref_half_to_float(h[i]);
+}
+
+void ref_float_to_half_row(const float *f, int64_t n, uint16_t *h)
+{
+#ifdef HALF_F16C
+  if (half_has_f16c()) {
+    float_to_half_f16c(f, n, h);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++)
+    h[i] = ref_float_to_half(f[i]);
+}

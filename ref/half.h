@@ -21,6 +21,13 @@ uint16_t ref_double_to_bf16(double x);
 static inline uint16_t ref_float_to_half(float f) { return ref_double_to_half((double)f); }
 static inline uint16_t ref_float_to_bf16(float f) { return ref_double_to_bf16((double)f); }
 
+/* n values at once, bit for bit the functions above (NaN included), F16C and AVX2 where the CPU
+ * has them: the fp16 rows of the backward's loads and write-backs. */
+void ref_half_to_float_row(const uint16_t *h, int64_t n, float *f);
+void ref_bf16_to_float_row(const uint16_t *h, int64_t n, float *f);
+void ref_float_to_half_row(const float *f, int64_t n, uint16_t *h);
+void ref_float_to_bf16_row(const float *f, int64_t n, uint16_t *h);
+
 #ifdef __cplusplus
 }
 #endif

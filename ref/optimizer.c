@@ -35,8 +35,12 @@ REF_CLONES float ref_lane_dot(const float *a, const float *b, int32_t D)
   float s[LANES], t[LANES];
   for (int l = 0; l < LANES; l++)
     s[l] = 0.0f;
-  for (int32_t d = 0; d < D; d++)
-    s[d % LANES] = fmaf(a[d], b[d], s[d % LANES]);
+  int32_t d0 = 0;
+  for (; d0 + LANES <= D; d0 += LANES) /* 32 columns at a time: each lane's chain in order */
+    for (int l = 0; l < LANES; l++)
+      s[l] = fmaf(a[d0 + l], b[d0 + l], s[l]);
+  for (int l = 0; d0 + l < D; l++)
+    s[l] = fmaf(a[d0 + l], b[d0 + l], s[l]);
   for (int o = LANES / 2; o >= 1; o /= 2) {
     for (int l = 0; l < LANES; l++)
       t[l] = s[l] + s[l ^ o];
@@ -47,15 +51,12 @@ REF_CLONES float ref_lane_dot(const float *a, const float *b, int32_t D)
 
 void ref_load_row(const void *src, tbe_dtype t, int32_t D, float *dst)
 {
-  const uint16_t *h = src;
   if (t == TBE_FP32)
     memcpy(dst, src, sizeof(float) * (size_t)D);
   else if (t == TBE_FP16)
-    for (int32_t d = 0; d < D; d++)
-      dst[d] = ref_half_to_float(h[d]);
+    ref_half_to_float_row(src, D, dst);
   else
-    for (int32_t d = 0; d < D; d++)
-      dst[d] = ref_bf16_to_float(h[d]);
+    ref_bf16_to_float_row(src, D, dst);
 }
 
 REF_CLONES static void sgd_row(float lr, int32_t D, const float *g, float *w)
@@ -136,9 +137,7 @@ void ref_store_row(const ref_opt_config *o, tbe_dtype t, const float *w, int32_t
     for (int32_t d = 0; d < D; d++)
       h[d] = ref_sr_round(w[d], t, ref_sr_draw(o, d, row));
   else if (t == TBE_FP16)
-    for (int32_t d = 0; d < D; d++)
-      h[d] = ref_float_to_half(w[d]);
+    ref_float_to_half_row(w, D, h);
   else
-    for (int32_t d = 0; d < D; d++)
-      h[d] = ref_float_to_bf16(w[d]);
+    ref_float_to_bf16_row(w, D, h);
 }

@@ -1,5 +1,5 @@
 /* speed.h: knobs of the reference's speed that no output bit depends on: REF_CLONES builds a hot
- * loop twice (x86-64 with AVX2 and FMA, and the baseline) and picks one at load time; REF_PAR_MIN
+ * loop twice (x86-64-v3: AVX2, FMA, F16C; and the baseline) and picks one at load time; REF_PAR_MIN
  * is the work below which a loop runs on one thread. Not a licence to change numerics: both
  * clones run the same IEEE operations (fmaf, +, *), and the loops they gate are independent.
  */
@@ -7,7 +7,7 @@
 #define REF_SPEED_H
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define REF_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define REF_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define REF_CLONES
 #endif
