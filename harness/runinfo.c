@@ -3,6 +3,7 @@
  */
 #include "runinfo.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,6 +43,19 @@ static void runinfo_proc_field(const char *file, const char *key, char *buf, siz
     fclose(f);
 }
 
+void runinfo_driver_version(const char *nvrm, char *buf, size_t n)
+{
+  buf[0] = '\0';
+  for (const char *w = nvrm; *w; w += strcspn(w, " \t")) {
+    w += strspn(w, " \t");
+    size_t len = strcspn(w, " \t");
+    if (isdigit((unsigned char)w[0]) && memchr(w, '.', len)) {
+      snprintf(buf, n, "%.*s", (int)len, w);
+      return;
+    }
+  }
+}
+
 void runinfo_collect(runinfo *r)
 {
   memset(r, 0, sizeof *r);
@@ -58,12 +72,6 @@ void runinfo_collect(runinfo *r)
   if (gethostname(r->host, sizeof r->host - 1) != 0)
     snprintf(r->host, sizeof r->host, "unknown");
   runinfo_proc_field("/proc/cpuinfo", "model name", r->cpu, sizeof r->cpu);
-  /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 ..." */
   runinfo_proc_field("/proc/driver/nvidia/version", "NVRM version", line, sizeof line);
-  const char *m = strstr(line, "Kernel Module");
-  if (m) {
-    m += strlen("Kernel Module");
-    m += strspn(m, " ");
-    snprintf(r->driver, sizeof r->driver, "%.*s", (int)strcspn(m, " "), m);
-  }
+  runinfo_driver_version(line, r->driver, sizeof r->driver);
 }

@@ -4,6 +4,8 @@
 #ifndef HARNESS_RUNINFO_H
 #define HARNESS_RUNINFO_H
 
+#include <stddef.h>
+
 typedef struct {
   char git_commit[41]; /* "" outside a git checkout or without git */
   int dirty;           /* 1: tracked files differ from HEAD; -1: unknown */
@@ -15,5 +17,10 @@ typedef struct {
 /* Fills *r. Never fails: what cannot be found stays empty (or -1). The commit is read from the
  * source tree tbecheck was built from (TBE_SOURCE_DIR) when the run starts. */
 void runinfo_collect(runinfo *r);
+
+/* The driver version in the text after "NVRM version:" of /proc/driver/nvidia/version (e.g.
+ * "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."): the first word
+ * that starts with a digit and holds a dot; "" if none. */
+void runinfo_driver_version(const char *nvrm, char *buf, size_t n);
 
 #endif

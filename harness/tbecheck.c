@@ -91,8 +91,9 @@ static const char show_usage[] =
 static const char report_usage[] =
     "usage: tbecheck report [--run N] [--db PATH]\n"
     "Prints run N (default: the last), its summary per engine pair and path, and the drift of\n"
-    "each of its results against the previous run of the same case: new, status changed, bits\n"
-    "changed, metrics changed, or the same.\n";
+    "each of its results against the previous execution of the same case and output (an\n"
+    "earlier repeat, or else the latest earlier run): new, status changed, bits changed,\n"
+    "metrics changed, or the same.\n";
 
 static const char import_usage[] =
     "usage: tbecheck import DIR [--pool sum|mean|none] [--out fp32|fp16|bf16]\n"
@@ -798,7 +799,8 @@ static int cmd_show(int argc, char **argv)
   return rc;
 }
 
-/* Prints the drift of run p's results: totals per kind of change, then the changed rows. */
+/* Prints the drift of a run's results (drift.sql): totals per kind of change, then the rows
+ * that changed. */
 static void print_drift(const db_table *t)
 {
   static const char *const kinds[] = {"same", "new", "status", "bits", "metrics"};
@@ -811,8 +813,9 @@ static void print_drift(const db_table *t)
     counts[k < 0 ? 0 : k]++;
   }
   changed = counts[2] + counts[3] + counts[4];
-  printf("\ndrift against the previous run of each case: %d results; %d same, %d new "
-         "(no earlier run), %d changed (%d status, %d bits, %d metrics)\n",
+  printf("\ndrift against the previous execution of each case (an earlier repeat or run): %d "
+         "results; %d same, %d new (never run before), %d changed (%d status, %d bits, %d "
+         "metrics)\n",
          t->nrows, counts[0], counts[1], changed, counts[2], counts[3], counts[4]);
   if (!changed)
     return;
