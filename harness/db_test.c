@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "test_tmpdir.h"
 #include "test_util.h"
 
 static char tmp[256];
@@ -315,20 +316,10 @@ static void test_merge(void)
 
 int main(void)
 {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmp, sizeof tmp, "%s/db_test_XXXXXX", base && *base ? base : "/tmp");
-  if (!mkdtemp(tmp)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  test_tmpdir_make(tmp, sizeof tmp, "db_test");
   test_create_store_query();
   test_refusals();
   test_merge();
-  if (!test_failures) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-      fprintf(stderr, "could not remove %s\n", tmp);
-  }
+  test_tmpdir_done(tmp, test_failures);
   return TEST_MAIN_RESULT();
 }

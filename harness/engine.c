@@ -110,7 +110,7 @@ uint64_t eng_fnv1a(uint64_t h, const void *data, size_t n)
   return h;
 }
 
-static double eng_now_ms(void)
+double eng_now_ms(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -214,6 +214,15 @@ static tbe_status eng_push_int(eng_run *r, const char *name, const char *path, e
   return eng_push(r, &o, data);
 }
 
+/* Pushes the forward's output: l->out_elems values of b->out_dtype. */
+static tbe_status eng_push_output(eng_run *r, const char *path, const tbe_batch *b,
+                                  const tbe_layout *l, const void *data, int vs_exact)
+{
+  return eng_push_float(r, "output", path,
+                        b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED, b->out_dtype,
+                        data, l->out_elems, vs_exact);
+}
+
 static const eng_output *eng_find(const eng_run *r, const char *name)
 {
   for (int i = 0; i < r->n_out; i++)
@@ -292,9 +301,7 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
     s = eng_push_bounds(r, "bounds", b->itype, b->indices, b->N, b->offsets, l->total_B,
                         warnings, bounds);
   if (s.code == TBE_OK && bounds.code == TBE_OK)
-    s = eng_push_float(r, "output", "forward", b->pool == TBE_POOL_NONE ? COORD_UNPOOLED
-                                                                       : COORD_POOLED,
-                       b->out_dtype, out, l->out_elems, 1);
+    s = eng_push_output(r, "forward", b, l, out, 1);
   free(out);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
@@ -318,9 +325,7 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
     int small = g.small_features > 0;
-    s = eng_push_float(r, "output", small ? "forward.small" : "forward",
-                       b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED, b->out_dtype,
-                       g.out, l->out_elems, small);
+    s = eng_push_output(r, small ? "forward.small" : "forward", b, l, g.out, small);
     if (s.code == TBE_OK && g.guard_errors)
       snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
                "%d bytes written outside the output (guard regions)", g.guard_errors);
@@ -399,9 +404,7 @@ static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const 
     if (s.code == TBE_OK && !v[0])
       s = eng_read_npy(dir, "oracle_output", ot, l->out_elems, &out);
     if (s.code == TBE_OK && !v[0])
-      s = eng_push_float(r, "output", "forward",
-                         b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED, b->out_dtype,
-                         out.data, l->out_elems, 0);
+      s = eng_push_output(r, "forward", b, l, out.data, 0);
   }
   npy_free(&st);
   npy_free(&idx);

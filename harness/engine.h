@@ -129,6 +129,9 @@ void eng_case_result_free(eng_case_result *r);
 /* 1 if any check of r is a fail or an error. */
 int eng_case_failed(const eng_case_result *r);
 
+/* A monotonic clock in milliseconds: the engines' timings, and the progress line's. */
+double eng_now_ms(void);
+
 /* FNV-1a 64 of n bytes, continuing from h (start with ENG_FNV_SEED). */
 #define ENG_FNV_SEED UINT64_C(0xcbf29ce484222325)
 uint64_t eng_fnv1a(uint64_t h, const void *data, size_t n);

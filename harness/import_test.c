@@ -11,6 +11,7 @@
 #include "export.h"
 #include "import.h"
 #include "npy.h"
+#include "test_tmpdir.h"
 #include "test_util.h"
 
 static char tmp[256];
@@ -124,22 +125,12 @@ static void test_identity_and_errors(void)
 
 int main(void)
 {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmp, sizeof tmp, "%s/import_test_XXXXXX", base && *base ? base : "/tmp");
-  if (!mkdtemp(tmp)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  test_tmpdir_make(tmp, sizeof tmp, "import_test");
   round_trip("T=3 B=7 E=100,5 D=16,3 map=0,1,0 L=0..9 weighted=1 wdtype=fp16 idx=int32 "
              "invalid=0.1 corrupt=negative", "fixed");
   round_trip("T=2 vbe=1 R=3 B=0..4 E=20 D=8,4 L=1..5 wdtype=bf16 out=bf16", "vbe");
   round_trip("T=2 B=3 E=10 D=4 L=3 pool=none", "none");
   test_identity_and_errors();
-  if (!test_failures) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-      fprintf(stderr, "could not remove %s\n", tmp);
-  }
+  test_tmpdir_done(tmp, test_failures);
   return TEST_MAIN_RESULT();
 }

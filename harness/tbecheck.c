@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "case.h"
@@ -142,13 +141,6 @@ static int usage_error(const char *usage)
 {
   fputs(usage, stderr);
   return EXIT_USAGE;
-}
-
-static double now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 /* Parses a decimal integer in [lo, hi]; 0 on success. */
@@ -417,14 +409,14 @@ static int session_open(session *s, const cli_options *o, int argc, char **argv,
   if (st.code != TBE_OK)
     return fail_with(st);
   s->live = isatty(STDOUT_FILENO);
-  progress_start(&s->prog, total, now_ms());
+  progress_start(&s->prog, total, eng_now_ms());
   return -1;
 }
 
 static void session_redraw(const session *s)
 {
   char line[160];
-  progress_format(&s->prog, now_ms(), line, sizeof line);
+  progress_format(&s->prog, eng_now_ms(), line, sizeof line);
   printf("\r\033[K%s", line);
   fflush(stdout);
 }
