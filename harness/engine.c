@@ -2,8 +2,11 @@
  * and the checks that hold every output to its baseline. Not the metrics (compare.c), not the
  * database (db.c), not the oracle itself (ref/oracle/; eng_oracle.py drives it).
  *
- * To add an output: push it in the engine that computes it (eng_push) and name it in that
- * engine's `produces` list; engines that do not name it get an `unsupported` check for it.
+ * To add an output: push it in the engine that computes it (eng_push_float, eng_push_int) and
+ * name it in that engine's `produces` list; engines that do not name it get an `unsupported`
+ * check for it. An output pushed with vs_exact needs its exact values and bounds in eng_exact
+ * under the same name (as eng_exact_forward does for "output"); a new kind of coordinates is
+ * one eng_coord value and one case of eng_coordinates.
  */
 #include "engine.h"
 
@@ -598,11 +601,34 @@ static tbe_status eng_note(eng_case_result *res, eng_id e, const char *baseline,
   return tbe_ok();
 }
 
-/* The exact forward of the reference's (repaired) batch, for bound_ratio checks. */
+/* Exact values and their bounds, by output name, for bound_ratio checks: the exact forward for
+ * "output"; an output whose order is not normative needs its exact twin here. */
 typedef struct {
-  double *exact, *bound;
-  tbe_status status; /* why there is none */
+  struct {
+    const char *name;
+    double *exact, *bound; /* [n] each, owned */
+    int64_t n;
+  } v[ENG_MAX_OUT];
+  int n;
+  char why[320]; /* why one may be missing */
 } eng_exact;
+
+static void eng_exact_free(eng_exact *ex)
+{
+  for (int i = 0; i < ex->n; i++) {
+    free(ex->v[i].exact);
+    free(ex->v[i].bound);
+  }
+  ex->n = 0;
+}
+
+static int eng_find_exact(const eng_exact *ex, const char *name)
+{
+  for (int i = 0; i < ex->n; i++)
+    if (!strcmp(ex->v[i].name, name))
+      return i;
+  return -1;
+}
 
 /* Compares got with want (bitwise) or with the exact forward (bound_ratio) into a new check. */
 static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const eng_output *got,
@@ -617,24 +643,25 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
     return s;
   c->has_digest = 1;
   c->digest = eng_fnv1a(ENG_FNV_SEED, got->data, (size_t)got->n * eng_elem_size(got));
-  if (got->vs_exact && !ex->exact) {
+  int k = got->vs_exact ? eng_find_exact(ex, got->name) : -1;
+  if (got->vs_exact && k < 0) {
     c->status = ENG_ERROR;
-    snprintf(c->reason, sizeof c->reason, "no exact forward: %s", ex->status.message);
+    snprintf(c->reason, sizeof c->reason, "no exact values of %s: %s", got->name, ex->why);
     return tbe_ok();
   }
-  if (!got->vs_exact && (got->n != want->n || got->is_int != want->is_int ||
-                         eng_elem_size(got) != eng_elem_size(want))) {
+  int64_t want_n = got->vs_exact ? ex->v[k].n : want->n;
+  if (got->n != want_n || (!got->vs_exact && (got->is_int != want->is_int ||
+                                              eng_elem_size(got) != eng_elem_size(want)))) {
     c->status = ENG_FAIL;
-    snprintf(c->reason, sizeof c->reason,
-             "shape: ref has %lld elements of %zu bytes, %s %lld of %zu", (long long)want->n,
-             eng_elem_size(want), eng_name(e), (long long)got->n, eng_elem_size(got));
+    snprintf(c->reason, sizeof c->reason, "shape: %s has %lld elements, %s %lld of %zu bytes",
+             c->baseline, (long long)want_n, eng_name(e), (long long)got->n, eng_elem_size(got));
     return tbe_ok();
   }
   s = cmp_init(&c->cmp, m, x->opt.max_violations);
   if (s.code != TBE_OK)
     return s;
   if (got->vs_exact)
-    cmp_bound(&c->cmp, got->dtype, ex->exact, ex->bound, got->data, got->n);
+    cmp_bound(&c->cmp, got->dtype, ex->v[k].exact, ex->v[k].bound, got->data, got->n);
   else if (got->is_int)
     cmp_bitwise_int(&c->cmp, got->itype, want->data, got->data, got->n);
   else
@@ -778,21 +805,24 @@ static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int
 static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
                               eng_exact *ex)
 {
-  ex->status = tbe_error(TBE_EINVAL, "exact", -1, "the reference has no output: %s",
-                         eng_missing_why(ref));
+  snprintf(ex->why, sizeof ex->why, "the reference has no output: %s", eng_missing_why(ref));
   if (!eng_find(ref, "output"))
     return;
   size_t n = (size_t)l->out_elems;
   double *exact = malloc(sizeof(double) * n + 1), *bound = malloc(sizeof(double) * n + 1);
-  ex->status = exact && bound ? ref_forward_exact(b, l, exact, bound)
-                              : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %zu values", n);
-  if (ex->status.code == TBE_OK) {
-    ex->exact = exact;
-    ex->bound = bound;
-  } else {
+  tbe_status s = exact && bound
+                     ? ref_forward_exact(b, l, exact, bound)
+                     : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %zu values", n);
+  if (s.code != TBE_OK) {
+    snprintf(ex->why, sizeof ex->why, "the exact forward failed: %s", s.message);
     free(exact);
     free(bound);
+    return;
   }
+  ex->v[ex->n].name = "output";
+  ex->v[ex->n].exact = exact;
+  ex->v[ex->n].bound = bound;
+  ex->v[ex->n++].n = l->out_elems;
 }
 
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
@@ -845,8 +875,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
 done:
   for (int e = 0; e < ENG_COUNT; e++)
     eng_run_free(&runs[e]);
-  free(ex.exact);
-  free(ex.bound);
+  eng_exact_free(&ex);
   free(idx0);
   free(off0);
   tbe_layout_free(&l);
