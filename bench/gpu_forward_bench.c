@@ -15,6 +15,8 @@
 #include "case.h"
 #include "compare.h"
 #include "forward.h"
+#include "forward_small.h"
+#include <math.h>
 #include "gather_ceiling.h"
 #include "tbe_gpu.h"
 
@@ -156,6 +158,50 @@ int main(void)
     for (int v = 0; v < NSWEEP; v++)
       printf(" %12.3f", swept[k][v]);
     printf("\n");
+  }
+
+  /* S1 on the small-table tensor-core path vs the generic path (the auto policy's evidence) */
+  {
+    const shape *s = &shapes[4];
+    tbe_case *c;
+    tbe_batch b;
+    tbe_layout l;
+    make(s->text, &c, &b, &l);
+    gpu_session *g;
+    if (gpu_session_open(&b, &l, &g).code != TBE_OK)
+      return 3;
+    gpu_fwd_config on = def;
+    on.small = GPU_SMALL_ON;
+    float tc = median_forward(g, TBE_BOUNDS_NONE, &on, 0);
+    gpu_fwd_result r;
+    gpu_session_results(g, &r);
+    float *model = malloc(sizeof(float) * (size_t)l.out_elems);
+    double *exact = malloc(sizeof(double) * (size_t)l.out_elems);
+    double *bound = malloc(sizeof(double) * (size_t)l.out_elems);
+    ref_forward_small_model(&b, &l, r.small_mask, model);
+    ref_forward_exact_tc(&b, &l, r.small_mask, exact, bound);
+    int64_t same = 0, outside = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < l.out_elems; i++) {
+      float v = ((float *)r.out)[i];
+      same += memcmp(&v, &model[i], sizeof v) == 0;
+      double e = fabs((double)v - exact[i]);
+      outside += !(e <= bound[i]);
+      if (bound[i] > 0 && e / bound[i] > worst)
+        worst = e / bound[i];
+    }
+    printf("\nS1 small-table path %.3f ms (%.0f GB/s) vs generic %.3f ms: small/generic %.3f; "
+           "%lld of %lld outside the bound (worst error/bound %.3g); %.2f%% equal to the model\n",
+           tc, gbps(s, tc), plain[4], tc / plain[4], (long long)outside, (long long)l.out_elems,
+           worst, 100.0 * (double)same / (double)l.out_elems);
+    free(model);
+    free(exact);
+    free(bound);
+    gpu_fwd_result_free(&r);
+    gpu_session_close(g);
+    tbe_layout_free(&l);
+    tbe_batch_free(&b);
+    case_free(c);
   }
 
   /* what checking costs: 1% invalid indices, WARNING, on F1 and F4; plain is the clean

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bounds.h"
+#include "forward_small.h"
 #include "cuda_check.h"
 #include "gpu_internal.h"
 
@@ -87,7 +88,31 @@ struct gpu_session {
   tbe_bounds_mode mode;
   float ms;
   size_t out_bytes;
+  std::vector<unsigned char> small; /* [T]: the last forward's small-table features */
 };
+
+/* Bag-length hint of feature t: its mean L in the (unrepaired, host-known) offsets. */
+static double mean_bag_length(const tbe_batch *h, const tbe_layout *l, int32_t t)
+{
+  const int64_t b0 = l->B_offsets[t], b1 = l->B_offsets[t + 1];
+  if (b1 == b0)
+    return 0;
+  return (double)(tbe_iget(h->offsets, h->itype, b1) - tbe_iget(h->offsets, h->itype, b0)) /
+         (double)(b1 - b0);
+}
+
+/* Which features take the small-table path: eligible ones when forced on; with auto, eligible
+ * ones whose mean bag length reaches 64 (the path pays off only on long bags). */
+static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode m,
+                         std::vector<unsigned char> &small)
+{
+  small.assign(h->T, 0);
+  if (m == GPU_SMALL_OFF)
+    return;
+  for (int32_t t = 0; t < h->T; t++)
+    small[t] = ref_small_eligible(h, t) &&
+               (m == GPU_SMALL_ON || mean_bag_length(h, l, t) >= 64.0);
+}
 
 static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_session *s)
 {
@@ -176,9 +201,18 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
   const dev_bounds fresh = {0, ~0ull, ~0ull};
   GPU_TRY(cudaMemcpyAsync(s->state, &fresh, sizeof fresh, cudaMemcpyHostToDevice, stream));
 
-  std::vector<int32_t> features(h->T);
-  for (int32_t t = 0; t < h->T; t++)
-    features[t] = t;
+  choose_small(h, s->l, cfg ? cfg->small : GPU_SMALL_AUTO, s->small);
+  std::vector<int32_t> features;
+  std::vector<small_feature> small;
+  for (int32_t t = 0; t < h->T; t++) {
+    if (!s->small[t]) {
+      features.push_back(t);
+      continue;
+    }
+    const int32_t j = h->feature_table_map[t];
+    small.push_back({s->l->B_offsets[t], s->l->B_offsets[t + 1] - s->l->B_offsets[t],
+                     h->table_offset[j], h->E[j], s->l->D_offsets[t], h->D[j]});
+  }
   const int fused = cfg && cfg->fused_bounds && mode != TBE_BOUNDS_NONE;
   GPU_TRY(cudaEventRecord(s->ev[0], stream));
   if (mode != TBE_BOUNDS_NONE) {
@@ -186,9 +220,11 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
     if (!fused)
       TRY(gpu_bounds_indices(b, s->state, mode, stream));
   }
-  if (!bounds_only)
-    TRY(gpu_forward_gather(b, features.data(), h->T, cfg, fused, mode, s->state, &s->scratch,
-                           stream));
+  if (!bounds_only) {
+    TRY(gpu_forward_gather(b, features.data(), (int)features.size(), cfg, fused, mode, s->state,
+                           &s->scratch, stream));
+    TRY(gpu_forward_small(b, small.data(), (int)small.size(), fused, mode, s->state, stream));
+  }
   GPU_TRY(cudaEventRecord(s->ev[1], stream));
   GPU_TRY(cudaEventSynchronize(s->ev[1]));
   GPU_TRY(cudaEventElapsedTime(&s->ms, s->ev[0], s->ev[1]));
@@ -216,8 +252,9 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   r->out = malloc(s->out_bytes + 1);
   r->indices = malloc(isz * (size_t)h->N + 1);
   r->offsets = malloc(isz * (size_t)(l->total_B + 1));
+  r->small_mask = (unsigned char *)malloc((size_t)h->T);
   std::vector<unsigned char> guards(2 * GUARD);
-  if (!r->out || !r->indices || !r->offsets) {
+  if (!r->out || !r->indices || !r->offsets || !r->small_mask) {
     gpu_fwd_result_free(r);
     return tbe_error(TBE_ENOMEM, "gpu", -1, "cannot allocate host copies of the results");
   }
@@ -230,6 +267,10 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
                      cudaMemcpyDeviceToHost));
   for (unsigned char c : guards)
     r->guard_errors += c != POISON;
+  for (int32_t t = 0; t < h->T; t++) {
+    r->small_mask[t] = s->small.empty() ? 0 : s->small[t];
+    r->small_features += r->small_mask[t];
+  }
   return tbe_ok();
 }
 
@@ -265,6 +306,7 @@ extern "C" void gpu_fwd_result_free(gpu_fwd_result *r)
   free(r->out);
   free(r->indices);
   free(r->offsets);
+  free(r->small_mask);
   memset(r, 0, sizeof *r);
 }
 

@@ -10,13 +10,68 @@
 #include "case.h"
 #include "compare.h"
 #include "forward.h"
+#include "forward_small.h"
+#include <math.h>
 #include "tbe_gpu.h"
 
 static const gpu_fwd_config configs[] = {
   {0, 0, 0, GPU_SMALL_OFF}, {1, 4, 0, GPU_SMALL_OFF}, {2, 8, 0, GPU_SMALL_OFF},
   {4, 4, 0, GPU_SMALL_OFF}, {1, 8, 1, GPU_SMALL_OFF}, {2, 4, 1, GPU_SMALL_OFF},
-  {4, 8, 1, GPU_SMALL_OFF}, {0, 0, 1, GPU_SMALL_OFF},
+  {4, 8, 1, GPU_SMALL_OFF}, {0, 0, 1, GPU_SMALL_OFF}, {0, 0, 0, GPU_SMALL_ON},
+  {2, 4, 1, GPU_SMALL_ON},
 };
+
+static int64_t model_total, model_equal; /* small-table elements, and those equal to the model */
+static double worst_small_ratio;
+
+/* An output where some features took the small-table path: their elements are held to the
+ * exact sum within the tensor-core bound (and counted against the model), the others to the
+ * reference bit for bit. Returns 1 on failure with the reason in what. */
+static int compare_small(const tbe_batch *b, const tbe_layout *l, const void *ref_out,
+                         const gpu_fwd_result *g, char *what, size_t n)
+{
+  size_t elems = (size_t)l->out_elems;
+  unsigned char *is_small = calloc(elems + 1, 1);
+  float *model = malloc(sizeof(float) * (elems + 1));
+  double *exact = malloc(sizeof(double) * (elems + 1)), *bound = malloc(sizeof(double) * (elems + 1));
+  for (int64_t i = 0; i < l->total_B; i++)
+    if (g->small_mask[l->bag_feature[i]])
+      memset(is_small + l->bag_out[i], 1, (size_t)b->D[b->feature_table_map[l->bag_feature[i]]]);
+  ref_forward_small_model(b, l, g->small_mask, model);
+  ref_forward_exact_tc(b, l, g->small_mask, exact, bound);
+  const float *got = g->out, *want = ref_out;
+  int64_t generic_bad = 0, bound_bad = 0, first = -1;
+  for (size_t i = 0; i < elems; i++) {
+    if (!is_small[i]) {
+      if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && !(isnan(got[i]) && isnan(want[i]))) {
+        generic_bad++;
+        if (first < 0)
+          first = (int64_t)i;
+      }
+      continue;
+    }
+    double err = fabs((double)got[i] - exact[i]);
+    if (!(err <= bound[i])) {
+      bound_bad++;
+      if (first < 0)
+        first = (int64_t)i;
+    }
+    if (bound[i] > 0 && err / bound[i] > worst_small_ratio)
+      worst_small_ratio = err / bound[i];
+    model_total++;
+    model_equal += memcmp(&got[i], &model[i], sizeof(float)) == 0;
+  }
+  if (generic_bad || bound_bad)
+    snprintf(what, n, "small-table output: %lld generic elements differ, %lld small ones outside "
+             "the bound; first at %lld: gpu %.9g exact %.9g bound %.3g",
+             (long long)generic_bad, (long long)bound_bad, (long long)first,
+             (double)got[first], exact[first], bound[first]);
+  free(is_small);
+  free(model);
+  free(exact);
+  free(bound);
+  return generic_bad || bound_bad;
+}
 
 /* Compares one GPU run with the reference's results; prints and returns the failures. */
 static int compare_run(const char *canon, const gpu_fwd_config *c, const tbe_batch *ref,
@@ -47,20 +102,25 @@ static int compare_run(const char *canon, const gpu_fwd_config *c, const tbe_bat
       fail++;
     }
     cmp_free(&r);
-    cmp_init(&r, CMP_BITWISE, 1);
-    cmp_bitwise(&r, ref->out_dtype, ref_out, g->out, l->out_elems);
-    if (r.violations) {
-      snprintf(what, sizeof what,
-               "output: %lld of %lld elements differ, max_ulp %lld, first at %lld: gpu %.9g ref "
-               "%.9g",
-               (long long)r.violations, (long long)r.elements, (long long)r.max_ulp,
-               (long long)r.first[0].index, r.first[0].got, r.first[0].expected);
-      fail++;
+    if (g->small_features)
+      fail += compare_small(ref, l, ref_out, g, what, sizeof what);
+    else {
+      cmp_init(&r, CMP_BITWISE, 1);
+      cmp_bitwise(&r, ref->out_dtype, ref_out, g->out, l->out_elems);
+      if (r.violations) {
+        snprintf(what, sizeof what,
+                 "output: %lld of %lld elements differ, max_ulp %lld, first at %lld: gpu %.9g "
+                 "ref %.9g",
+                 (long long)r.violations, (long long)r.elements, (long long)r.max_ulp,
+                 (long long)r.first[0].index, r.first[0].got, r.first[0].expected);
+        fail++;
+      }
+      cmp_free(&r);
     }
-    cmp_free(&r);
   }
-  printf("%-4s bags=%d width=%d fused=%d %8.3f ms  %s%s%s\n", fail ? "FAIL" : "pass", c->bags,
-         c->width, c->fused_bounds, g->ms, canon, fail ? "\n     " : "", what);
+  printf("%-4s bags=%d width=%d fused=%d small=%d %8.3f ms  %s%s%s\n", fail ? "FAIL" : "pass",
+         c->bags, c->width, c->fused_bounds, g->small_features, g->ms, canon,
+         fail ? "\n     " : "", what);
   return fail;
 }
 
@@ -143,5 +203,10 @@ int main(int argc, char **argv)
   }
   printf("gpu forward vs reference: %d cases x %d configurations, %d failures (%s)\n", cases,
          nconfigs, failures, desc);
+  printf("small-table path: %lld elements, %lld (%.2f%%) equal to the tensor-core model bit for "
+         "bit, worst error/bound %.3g\n",
+         (long long)model_total, (long long)model_equal,
+         model_total ? 100.0 * (double)model_equal / (double)model_total : 0.0,
+         worst_small_ratio);
   return failures ? 1 : 0;
 }

@@ -31,4 +31,15 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
                               const gpu_fwd_config *cfg, int fused, tbe_bounds_mode mode,
                               dev_bounds *d_state, gpu_scratch *scratch, cudaStream_t stream);
 
+/* A feature on the small-table path (host-side description). */
+struct small_feature {
+  int64_t bag0, Bt, table, E, col0;
+  int32_t D;
+};
+
+/* The small-table tensor-core forward over the n features (each eligible: ref_small_eligible);
+ * fused, mode and d_state as for gpu_forward_gather. */
+tbe_status gpu_forward_small(const dev_batch &b, const small_feature *f, int n, int fused,
+                             tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream);
+
 #endif

@@ -36,6 +36,8 @@ typedef struct {
   tbe_status bounds;   /* TBE_EBOUNDS with the first offender in FATAL mode, else ok */
   double ms;           /* bounds check + forward, CUDA events */
   int small_features;  /* features that took the small-table path */
+  unsigned char *small_mask; /* [T]: 1 where feature t took it (its columns follow the
+                              * tensor-core order: compare by bound, not bit for bit) */
   int guard_errors;    /* elements written outside the output (guard regions) */
 } gpu_fwd_result;
 

@@ -22,6 +22,12 @@ tbe_status ref_forward(const tbe_batch *b, const tbe_layout *l, void *out);
 tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
                              double *bound);
 
+/* The same, where features with tc_mask[t] != 0 took the small-table tensor-core path: their
+ * bound counts its roundings (one per 16-row chunk, with 2u for the round-toward-zero adds, then
+ * one per position past the histogram's 256) instead of the sequential order's. */
+tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
+                                const unsigned char *tc_mask, double *exact, double *bound);
+
 #ifdef __cplusplus
 }
 #endif

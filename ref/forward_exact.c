@@ -13,6 +13,9 @@
  *          gamma_a(3) when fl(L) itself rounds (L > 2^24 with an fp32 accumulator).
  *   store: one rounding into the output dtype when it is narrower than the accumulator:
  *          u_out * (|S| + e) + half its subnormal spacing (ref_store_error).
+ *   tensor-core path (ref_forward_exact_tc): the chunk sums are exact and each of the
+ *          ceil(E/16) chunks is added with round-toward-zero (2u in place of u), then each of the
+ *          t positions past the first 256 with round-to-nearest: e = gamma_{2u}(chunks + t) * A.
  *   exact: the double we return is itself off by u64*|S| (twice for MEAN) + gamma64(n)^2 * A.
  * The bound is the sum of these terms; A is taken as computed * (1 + 2*gamma64(n)) to cover its
  * own rounding.
@@ -26,6 +29,7 @@
 #include <omp.h>
 
 #include "error_bound.h"
+#include "forward_small.h"
 #include "half.h"
 
 static double weight_at(const tbe_batch *b, int64_t e)
@@ -74,13 +78,17 @@ static int narrowing_store(const tbe_batch *b)
   return b->wdtype == TBE_FP32 || b->out_dtype != TBE_FP32;
 }
 
-/* The bound of one pooled element (see the header comment). */
-static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exact, double A)
+/* The bound of one pooled element (see the header comment); tc_roundings >= 0 selects the
+ * tensor-core path's count of (2u) roundings. */
+static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exact, double A,
+                           int64_t tc_roundings)
 {
   const int fp64_acc = b->wdtype == TBE_FP32;
   const double ua = fp64_acc ? REF_U64 : REF_U32;
   A *= 1.0 + 2.0 * ref_gamma(n, REF_U64);
-  double e = ref_gamma(b->per_sample_weights ? n : (n > 0 ? n - 1 : 0), ua) * A;
+  double e = tc_roundings >= 0
+                 ? ref_gamma(tc_roundings, 2 * ua) * A
+                 : ref_gamma(b->per_sample_weights ? n : (n > 0 ? n - 1 : 0), ua) * A;
   double repr = REF_U64 * fabs(exact) + ref_gamma(n, REF_U64) * ref_gamma(n, REF_U64) * A;
   if (b->pool == TBE_POOL_MEAN && L > 0) {
     double g = ref_gamma(!fp64_acc && L > (INT64_C(1) << 24) ? 3 : 2, ua);
@@ -91,8 +99,24 @@ static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exac
   return e + store + repr;
 }
 
+/* Roundings of the tensor-core path on one bag: one per 16-row chunk, one per position past the
+ * histogram that holds a row. */
+static int64_t tc_roundings(const tbe_batch *b, int32_t j, int64_t start, int64_t end)
+{
+  int64_t k = (b->E[j] + REF_SMALL_K - 1) / REF_SMALL_K;
+  for (int64_t p = start + REF_SMALL_HIST; p < end; p++)
+    k += tbe_iget(b->indices, b->itype, p) != -1;
+  return k;
+}
+
 tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
                              double *bound)
+{
+  return ref_forward_exact_tc(b, l, NULL, exact, bound);
+}
+
+tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
+                                const unsigned char *tc_mask, double *exact, double *bound)
 {
   int threads = omp_get_max_threads();
   double *scratch = malloc(sizeof(double) * 3 * (size_t)l->max_D * (size_t)threads);
@@ -125,12 +149,13 @@ tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *ex
       }
       int64_t n = exact_bag(b, j, start, end, hi, lo, A);
       int64_t L = end - start;
+      int64_t tc = tc_mask && tc_mask[l->bag_feature[i]] ? tc_roundings(b, j, start, end) : -1;
       for (int32_t d = 0; d < D; d++) {
         double v = hi[d] + lo[d];
         if (b->pool == TBE_POOL_MEAN && L > 0)
           v = v / (double)L;
         exact[l->bag_out[i] + d] = v;
-        bound[l->bag_out[i] + d] = pooled_bound(b, n, L, v, A[d]);
+        bound[l->bag_out[i] + d] = pooled_bound(b, n, L, v, A[d], tc);
       }
     }
   }
