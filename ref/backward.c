@@ -106,16 +106,11 @@ tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layo
   w->l = l;
   w->cfg = cfg;
   double t0 = now_ms();
-  if (b->out_dtype == TBE_FP32 && cfg->clip == 0.0f && b->pool != TBE_POOL_MEAN) {
-    w->g = grad_output;
-  } else {
-    w->g_owned = malloc(sizeof(float) * (size_t)(l->out_elems ? l->out_elems : 1));
-    if (!w->g_owned)
-      return tbe_error(TBE_ENOMEM, "grad_output", -1, "cannot allocate %lld fp32 gradients",
-                       (long long)l->out_elems);
-    build_g(b, l, cfg->clip, grad_output, w->g_owned);
-    w->g = w->g_owned;
-  }
+  w->g = ref_alloc_big(sizeof(float) * (size_t)l->out_elems);
+  if (!w->g)
+    return tbe_error(TBE_ENOMEM, "grad_output", -1, "cannot allocate %lld fp32 gradients",
+                     (long long)l->out_elems);
+  build_g(b, l, cfg->clip, grad_output, w->g);
   double t1 = now_ms();
   st = ref_transpose_build(b, l, &w->tr);
   if (stats) {
@@ -123,7 +118,7 @@ tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layo
     stats->sort_ms += now_ms() - t1;
   }
   if (st.code) {
-    free(w->g_owned);
+    free(w->g);
     memset(w, 0, sizeof *w);
   }
   return st;
@@ -131,7 +126,7 @@ tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layo
 
 void ref_bwd_work_free(ref_bwd_work *w)
 {
-  free(w->g_owned);
+  free(w->g);
   ref_transpose_free(&w->tr);
   memset(w, 0, sizeof *w);
 }
@@ -165,7 +160,7 @@ void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D,
     if (i + PREFETCH_ENTRIES < e) {
       const char *ahead = (const char *)(w->g + g_row(w, i + PREFETCH_ENTRIES, D));
       for (size_t c = 0; c < bytes; c += CACHE_LINE)
-        __builtin_prefetch(ahead + c, 0, 3);
+        __builtin_prefetch(ahead + c, 0, 2);
     }
     const float *r = w->g + g_row(w, i, D);
     if (psw)

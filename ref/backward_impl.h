@@ -21,8 +21,8 @@ typedef struct {
   const tbe_batch *b;
   const tbe_layout *l;
   const ref_bwd_config *cfg;
-  const float *g;     /* [l->out_elems] the effective gradient G */
-  float *g_owned;     /* G when it had to be built (else NULL: grad_output is G) */
+  float *g;           /* [l->out_elems] the effective gradient G, owned (in huge pages: its
+                         rows are read at random) */
   ref_transpose tr;
 } ref_bwd_work;
 

@@ -6,7 +6,9 @@
  * each block, gives bucket (digit, thread) the offset of all entries with a smaller digit plus
  * those of the same digit in earlier blocks, and scatters each block in order. A pass whose digit
  * is the same for every entry is skipped. Entries enter in position order (bags are
- * feature-major and offsets nondecreasing), so ties keep position order.
+ * feature-major and offsets nondecreasing), so ties keep position order. Only (key, position)
+ * pairs move, 8-bit digits at a time (256 buckets: few enough write streams for the TLB); each
+ * entry's bag is looked up from its position afterwards.
  */
 #include "transpose.h"
 
@@ -18,7 +20,7 @@
 #include "speed.h"
 
 #define BAG_BLOCK 4096   /* bags per work item while gathering the entries */
-#define RADIX_MAX_BITS 11
+#define RADIX_MAX_BITS 8
 
 void ref_transpose_free(ref_transpose *tr)
 {
@@ -70,8 +72,9 @@ static int64_t count_block(const tbe_batch *b, const tbe_layout *l, int64_t k, i
   return n;
 }
 
+/* Writes block k's entries (key, position) from entry `at` on, and every position's bag. */
 static void fill_block(const tbe_batch *b, const tbe_layout *l, const int64_t *rows_cumsum,
-                       int64_t k, int64_t at, ref_transpose *tr)
+                       int64_t k, int64_t at, ref_transpose *tr, int32_t *bag_of_pos)
 {
   int64_t first = k * BAG_BLOCK, last = first + BAG_BLOCK;
   if (last > l->total_B)
@@ -81,25 +84,24 @@ static void fill_block(const tbe_batch *b, const tbe_layout *l, const int64_t *r
     uint64_t base = (uint64_t)rows_cumsum[b->feature_table_map[l->bag_feature[i]]];
     for (int64_t p = s; p < e; p++) {
       int64_t idx = tbe_iget(b->indices, b->itype, p);
+      bag_of_pos[p] = (int32_t)i;
       if (idx == -1)
         continue;
       tr->key[at] = base + (uint64_t)idx;
       tr->pos[at] = p;
-      tr->bag[at] = (int32_t)i;
       at++;
     }
   }
 }
 
-/* The sorting arrays: keys with their two payloads, and the scatter's targets. */
+/* The sorting arrays: keys with their positions, and the scatter's targets. */
 typedef struct {
   uint64_t *key, *key2;
   int64_t *pos, *pos2;
-  int32_t *bag, *bag2;
 } sort_arrays;
 
-/* Sorts a->key[0..n) (and payloads) stably by bits [0, bits) of the key; the sorted arrays end
- * up in a->key, a->pos, a->bag (pointers swapped with the *2 arrays as passes go). hist holds
+/* Sorts a->key[0..n) (and positions) stably by bits [0, bits) of the key; the sorted arrays end
+ * up in a->key, a->pos (pointers swapped with the *2 arrays as passes go). hist holds
  * threads * 2^RADIX_MAX_BITS counters. */
 static void radix_sort(sort_arrays *a, int64_t n, int bits, int64_t *hist, int threads)
 {
@@ -138,17 +140,14 @@ static void radix_sort(sort_arrays *a, int64_t n, int bits, int64_t *hist, int t
           int64_t o = h[(a->key[i] >> shift) & mask]++;
           a->key2[o] = a->key[i];
           a->pos2[o] = a->pos[i];
-          a->bag2[o] = a->bag[i];
         }
 #pragma omp barrier
 #pragma omp single
         {
           uint64_t *k = a->key;
           int64_t *p = a->pos;
-          int32_t *g = a->bag;
           a->key = a->key2, a->key2 = k;
           a->pos = a->pos2, a->pos2 = p;
-          a->bag = a->bag2, a->bag2 = g;
         }
       }
     }
@@ -241,27 +240,27 @@ tbe_status ref_transpose_build(const tbe_batch *b, const tbe_layout *l, ref_tran
   free(bad);
   int64_t n = at[blocks];
   size_t m = (size_t)(n ? n : 1);
-  sort_arrays a = {malloc(sizeof(uint64_t) * m), malloc(sizeof(uint64_t) * m),
-                   malloc(sizeof(int64_t) * m),  malloc(sizeof(int64_t) * m),
-                   malloc(sizeof(int32_t) * m),  malloc(sizeof(int32_t) * m)};
+  sort_arrays a = {ref_alloc_big(sizeof(uint64_t) * m), ref_alloc_big(sizeof(uint64_t) * m),
+                   ref_alloc_big(sizeof(int64_t) * m), ref_alloc_big(sizeof(int64_t) * m)};
+  int32_t *bag_of_pos = ref_alloc_big(sizeof(int32_t) * (size_t)(b->N ? b->N : 1));
   int64_t *hist = malloc(sizeof *hist * (size_t)threads << RADIX_MAX_BITS);
   tr->n = n;
   tr->key = a.key;
   tr->pos = a.pos;
-  tr->bag = a.bag;
-  if (!a.key || !a.key2 || !a.pos || !a.pos2 || !a.bag || !a.bag2 || !hist) {
+  tr->bag = ref_alloc_big(sizeof(int32_t) * m);
+  if (!a.key || !a.key2 || !a.pos || !a.pos2 || !bag_of_pos || !tr->bag || !hist) {
     free(at);
     free(hist);
     free(a.key2);
     free(a.pos2);
-    free(a.bag2);
+    free(bag_of_pos);
     ref_transpose_free(tr);
     return tbe_error(TBE_ENOMEM, "transpose", -1, "cannot allocate the sort of %lld entries",
                      (long long)n);
   }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t k = 0; k < blocks; k++)
-    fill_block(b, l, tr->rows_cumsum, k, at[k], tr);
+    fill_block(b, l, tr->rows_cumsum, k, at[k], tr, bag_of_pos);
   free(at);
 
   int64_t total_rows = tr->rows_cumsum[b->num_tables];
@@ -269,10 +268,12 @@ tbe_status ref_transpose_build(const tbe_batch *b, const tbe_layout *l, ref_tran
   free(hist);
   free(a.key2);
   free(a.pos2);
-  free(a.bag2);
   tr->key = a.key;
   tr->pos = a.pos;
-  tr->bag = a.bag;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; i++)
+    tr->bag[i] = bag_of_pos[tr->pos[i]];
+  free(bag_of_pos);
   tbe_status st = find_runs(tr, threads);
   if (st.code)
     ref_transpose_free(tr);
