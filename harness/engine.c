@@ -805,7 +805,7 @@ static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int
 static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
                               eng_exact *ex)
 {
-  snprintf(ex->why, sizeof ex->why, "the reference has no output: %s", eng_missing_why(ref));
+  snprintf(ex->why, sizeof ex->why, "the reference has no output: %.280s", eng_missing_why(ref));
   if (!eng_find(ref, "output"))
     return;
   size_t n = (size_t)l->out_elems;
