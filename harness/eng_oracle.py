@@ -11,6 +11,9 @@ by export_batch (harness/export.h), it writes into that directory
                                            the bounds check did not stop the call
   oracle_status.npy                        '<i8' [stopped, index_offender, feature, bag, position,
                                            value, warnings]
+and, when the case has a backward that the bounds check let through (tbe_oracle_backward.py),
+  oracle_weights.npy                       the updated weights, as weights.npy stores them
+  oracle_momentum.npy, oracle_psw_grad.npy '<f4' (row-wise Adagrad; weighted batches)
 and answers "done", or "error: MESSAGE" when the oracle raised.
 
 usage: eng_oracle.py ORACLE_DIR
@@ -22,9 +25,15 @@ import sys
 OUTPUT_VIEW = {"fp32": "<f4", "fp16": "<f2", "bf16": "<u2"}
 
 
-def run(tbe_oracle, np, d):
+def run(tbe_oracle, tbe_oracle_backward, np, d):
     m, a = tbe_oracle.load_case(d)
     res = tbe_oracle.run_case(m, a)
+    bwd = tbe_oracle_backward.run_backward(m, a, res)
+    if bwd is not None:
+        np.save(os.path.join(d, "oracle_weights.npy"), bwd.weights)
+        for name, v in (("momentum", bwd.momentum), ("psw_grad", bwd.psw_grad)):
+            if v is not None:
+                np.save(os.path.join(d, f"oracle_{name}.npy"), v.astype("<f4"))
     np.save(os.path.join(d, "oracle_offsets.npy"), res.offsets)
     np.save(os.path.join(d, "oracle_indices.npy"), res.indices)
     o = res.offender
@@ -46,13 +55,14 @@ def main():
         import numpy as np
         sys.path.insert(0, sys.argv[1])
         import tbe_oracle
+        import tbe_oracle_backward
     except Exception as e:  # no NumPy, or no oracle: the engine is skipped with this reason
         print(f"unavailable: {type(e).__name__}: {e}", flush=True)
         return 0
     print("ready", flush=True)
     for line in sys.stdin:
         try:
-            run(tbe_oracle, np, line.rstrip("\n"))
+            run(tbe_oracle, tbe_oracle_backward, np, line.rstrip("\n"))
             print("done", flush=True)
         except Exception as e:  # an oracle failure is the case's error, not the worker's end
             msg = f"{type(e).__name__}: {e}".replace("\n", " ")

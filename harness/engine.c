@@ -34,7 +34,9 @@ typedef enum {
   COORD_UNPOOLED, /* pooling NONE: [N, D] -> (p, d) */
   COORD_POSITION, /* one element per index: p */
   COORD_BAG,      /* offsets: one element per bag, plus the last offset */
-  COORD_VECTOR    /* a short vector (warnings, offender): i */
+  COORD_VECTOR,   /* a short vector (warnings, offender): i */
+  COORD_WEIGHT,   /* weights: (table, row, d) through table_offset */
+  COORD_ROW       /* momentum: one element per row of every table: (table, row) */
 } eng_coord;
 
 typedef struct {
@@ -63,6 +65,7 @@ typedef struct {
   const char *canon;
   tbe_bounds_mode mode;
   const gpu_fwd_config *cfg;
+  const export_bwd *bwd; /* the backward's configuration and inputs, or NULL: forward only */
 } eng_job;
 
 struct eng_ctx {
@@ -86,15 +89,18 @@ static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const 
 
 static const char *const eng_forward_outputs[] = {"output", "indices", "offsets", "warnings",
                                                   "offender", NULL};
+static const char *const eng_all_outputs[] = {"output", "indices", "offsets", "warnings",
+                                              "offender", "weights", "momentum", "psw_grad",
+                                              NULL};
 
 static const struct {
   const char *name;
   const char *const *produces; /* every output the engine can compute */
   eng_fn run;
 } eng_table[ENG_COUNT] = {
-  [ENG_REF] = {"ref", eng_forward_outputs, eng_run_ref},
+  [ENG_REF] = {"ref", eng_all_outputs, eng_run_ref},
   [ENG_GPU] = {"gpu", eng_forward_outputs, eng_run_gpu},
-  [ENG_ORACLE] = {"oracle", eng_forward_outputs, eng_run_oracle},
+  [ENG_ORACLE] = {"oracle", eng_all_outputs, eng_run_oracle},
 };
 
 const char *eng_name(eng_id e) { return eng_table[e].name; }
@@ -280,6 +286,56 @@ static tbe_status eng_push_bounds(eng_run *r, const char *path, tbe_itype t, con
   return s;
 }
 
+/* The backward's outputs: the updated weights and (Adagrad) momentum, on path "backward", or
+ * "backward.atomic" where the combine order is free (then held to the exact twin, vs_exact),
+ * and the per-sample-weight gradients (weighted batches; their order is always normative). */
+static tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bwd_config *cfg,
+                                    const void *weights, const float *momentum,
+                                    const float *psw_grad)
+{
+  int atomic = cfg->combine == REF_COMBINE_ATOMIC;
+  const char *path = atomic ? "backward.atomic" : "backward";
+  tbe_status s = eng_push_float(r, "weights", path, COORD_WEIGHT, b->wdtype, weights,
+                                b->table_offset[b->num_tables], atomic);
+  if (s.code == TBE_OK && momentum)
+    s = eng_push_float(r, "momentum", path, COORD_ROW, TBE_FP32, momentum, ref_bwd_rows(b),
+                       atomic);
+  if (s.code == TBE_OK && psw_grad)
+    s = eng_push_float(r, "psw_grad", "backward", COORD_POSITION, TBE_FP32, psw_grad, b->N, 0);
+  return s;
+}
+
+/* ref_backward on the bounds-checked batch b, on copies of its weights and of the momentum (b
+ * stays pristine for the other engines), pushed as eng_push_backward says. */
+static tbe_status eng_ref_backward(eng_run *r, tbe_batch *b, const tbe_layout *l,
+                                   const export_bwd *bwd)
+{
+  int64_t rows = ref_bwd_rows(b);
+  size_t wbytes = tbe_mul_size((size_t)b->table_offset[b->num_tables], tbe_dtype_size(b->wdtype));
+  void *w = malloc(wbytes + 1);
+  float *m = bwd->momentum ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
+  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
+                                     : NULL;
+  tbe_status s = tbe_ok();
+  if (!w || (bwd->momentum && !m) || (b->per_sample_weights && !psw))
+    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
+  if (s.code == TBE_OK) {
+    void *keep = b->weights;
+    memcpy(w, keep, wbytes);
+    if (m)
+      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
+    b->weights = w;
+    s = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
+    b->weights = keep;
+  }
+  if (s.code == TBE_OK)
+    s = eng_push_backward(r, b, bwd->cfg, w, m, psw);
+  free(w);
+  free(m);
+  free(psw);
+  return s;
+}
+
 /* ---- the reference ---- */
 
 static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
@@ -305,6 +361,8 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                         warnings, bounds);
   if (s.code == TBE_OK && bounds.code == TBE_OK)
     s = eng_push_output(r, "forward", b, l, out, 1);
+  if (s.code == TBE_OK && bounds.code == TBE_OK && j->bwd)
+    s = eng_ref_backward(r, b, l, j->bwd);
   free(out);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
@@ -371,16 +429,42 @@ static tbe_status eng_read_npy(const char *dir, const char *name, npy_dtype want
   return s;
 }
 
-static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l)
+static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd)
 {
   int64_t isz = (int64_t)tbe_itype_size(b->itype);
-  return b->table_offset[b->num_tables] * (int64_t)tbe_dtype_size(b->wdtype) +
-         (b->N + l->total_B + 1) * isz + (b->per_sample_weights ? b->N * 4 : 0);
+  int64_t bytes = b->table_offset[b->num_tables] * (int64_t)tbe_dtype_size(b->wdtype) +
+                  (b->N + l->total_B + 1) * isz + (b->per_sample_weights ? b->N * 4 : 0);
+  if (bwd)
+    bytes += l->out_elems * (int64_t)tbe_dtype_size(b->out_dtype) +
+             (bwd->momentum ? ref_bwd_rows(b) * 4 : 0);
+  return bytes;
+}
+
+/* Reads the worker's backward outputs (oracle_weights, oracle_momentum, oracle_psw_grad). */
+static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const export_bwd *bwd,
+                                      eng_run *r)
+{
+  npy_dtype wt = b->wdtype == TBE_FP32 ? NPY_F4 : b->wdtype == TBE_FP16 ? NPY_F2 : NPY_U2;
+  npy_array w = {0}, m = {0}, p = {0};
+  tbe_status s = eng_read_npy(dir, "oracle_weights", wt, b->table_offset[b->num_tables], &w);
+  if (s.code == TBE_OK && bwd->momentum)
+    s = eng_read_npy(dir, "oracle_momentum", NPY_F4, ref_bwd_rows(b), &m);
+  if (s.code == TBE_OK && b->per_sample_weights)
+    s = eng_read_npy(dir, "oracle_psw_grad", NPY_F4, b->N, &p);
+  if (s.code == TBE_OK) {
+    ref_bwd_config cfg = *bwd->cfg;
+    cfg.combine = REF_COMBINE_DETERMINISTIC; /* the oracle adds partials in order, as ref */
+    s = eng_push_backward(r, b, &cfg, w.data, m.data, p.data);
+  }
+  npy_free(&w);
+  npy_free(&m);
+  npy_free(&p);
+  return s;
 }
 
 /* Reads what the worker wrote for the case in dir into r. */
 static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const tbe_layout *l,
-                                     eng_run *r)
+                                     const export_bwd *bwd, eng_run *r)
 {
   npy_dtype it = b->itype == TBE_I32 ? NPY_I4 : NPY_I8;
   npy_dtype ot = b->out_dtype == TBE_FP32 ? NPY_F4 : b->out_dtype == TBE_FP16 ? NPY_F2 : NPY_U2;
@@ -408,6 +492,8 @@ static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const 
       s = eng_read_npy(dir, "oracle_output", ot, l->out_elems, &out);
     if (s.code == TBE_OK && !v[0])
       s = eng_push_output(r, "forward", b, l, out.data, 0);
+    if (s.code == TBE_OK && !v[0] && bwd)
+      s = eng_oracle_backward(dir, b, bwd, r);
   }
   npy_free(&st);
   npy_free(&idx);
@@ -419,7 +505,7 @@ static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const 
 static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                            eng_run *r)
 {
-  int64_t bytes = eng_batch_bytes(b, l);
+  int64_t bytes = eng_batch_bytes(b, l, j->bwd);
   if (bytes > ENG_ORACLE_MAX_BYTES) {
     r->status = ENG_UNSUPPORTED;
     snprintf(r->reason, sizeof r->reason,
@@ -429,7 +515,7 @@ static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const 
   }
   eng_clear_dir(x->oracle_case);
   double t0 = eng_now_ms();
-  tbe_status s = export_batch(b, j->canon, j->mode, x->oracle_case);
+  tbe_status s = export_batch_bwd(b, j->canon, j->mode, j->bwd, x->oracle_case);
   char reply[512];
   if (s.code == TBE_OK)
     s = worker_ask(x->oracle, x->oracle_case, reply, sizeof reply);
@@ -437,7 +523,7 @@ static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const 
     s = tbe_error(TBE_EINTERNAL, "oracle", -1, "%s",
                   strncmp(reply, "error: ", 7) ? reply : reply + 7);
   if (s.code == TBE_OK)
-    s = eng_oracle_outputs(x->oracle_case, b, l, r);
+    s = eng_oracle_outputs(x->oracle_case, b, l, j->bwd, r);
   r->ms = eng_now_ms() - t0;
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
@@ -553,6 +639,24 @@ static void eng_coordinates(const eng_output *o, const tbe_batch *b, const tbe_l
   case COORD_BAG:
     snprintf(buf, n, i == l->total_B ? "bag=%lld (the last offset)" : "bag=%lld", (long long)i);
     return;
+  case COORD_WEIGHT:
+    for (int32_t j = 0; j < b->num_tables; j++)
+      if (i < b->table_offset[j + 1]) {
+        int64_t k = i - b->table_offset[j];
+        snprintf(buf, n, "table=%d row=%lld d=%lld", j, (long long)(k / b->D[j]),
+                 (long long)(k % b->D[j]));
+        return;
+      }
+    break;
+  case COORD_ROW: {
+    int64_t row = i;
+    for (int32_t j = 0; j < b->num_tables; row -= b->E[j++])
+      if (row < b->E[j]) {
+        snprintf(buf, n, "table=%d row=%lld", j, (long long)row);
+        return;
+      }
+    break;
+  }
   case COORD_VECTOR:
     break;
   }
@@ -825,8 +929,47 @@ static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_
   ex->v[ex->n++].n = l->out_elems;
 }
 
+/* The exact twin of an atomic-combine backward ("weights", "momentum") on the reference's
+ * repaired batch, whose weights are still the ones before the update. */
+static void eng_exact_backward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
+                               const export_bwd *bwd, eng_exact *ex)
+{
+  if (!bwd || bwd->cfg->combine != REF_COMBINE_ATOMIC || !eng_find(ref, "weights"))
+    return;
+  int64_t n = b->table_offset[b->num_tables], rows = bwd->momentum ? ref_bwd_rows(b) : 0;
+  double *we = malloc(sizeof(double) * (size_t)n + 1), *wb = malloc(sizeof(double) * (size_t)n + 1);
+  double *me = malloc(sizeof(double) * (size_t)rows + 1);
+  double *mb = malloc(sizeof(double) * (size_t)rows + 1);
+  tbe_status s = we && wb && me && mb
+                     ? ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we,
+                                          wb, bwd->momentum ? me : NULL,
+                                          bwd->momentum ? mb : NULL)
+                     : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values",
+                                 (long long)n);
+  if (s.code != TBE_OK) {
+    snprintf(ex->why, sizeof ex->why, "the exact backward failed: %.250s", s.message);
+  } else {
+    ex->v[ex->n].name = "weights";
+    ex->v[ex->n].exact = we;
+    ex->v[ex->n].bound = wb;
+    ex->v[ex->n++].n = n;
+    we = wb = NULL;
+    if (bwd->momentum) {
+      ex->v[ex->n].name = "momentum";
+      ex->v[ex->n].exact = me;
+      ex->v[ex->n].bound = mb;
+      ex->v[ex->n++].n = rows;
+      me = mb = NULL;
+    }
+  }
+  free(we);
+  free(wb);
+  free(me);
+  free(mb);
+}
+
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                         const gpu_fwd_config *cfg, eng_case_result *res)
+                         const gpu_fwd_config *cfg, const export_bwd *bwd, eng_case_result *res)
 {
   memset(res, 0, sizeof *res);
   res->ref_ms = res->gpu_ms = -1;
@@ -847,7 +990,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
   }
   memcpy(idx0, b->indices, idx_bytes);
   memcpy(off0, b->offsets, off_bytes);
-  eng_job job = {canon, mode, cfg};
+  eng_job job = {canon, mode, cfg, bwd};
   for (int e = 0; e < ENG_COUNT; e++) {
     runs[e].status = x->unavailable[e][0] ? ENG_SKIP : ENG_PASS;
     snprintf(runs[e].reason, sizeof runs[e].reason, "%s", x->unavailable[e]);
@@ -860,6 +1003,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
       eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index);
     if (e == ENG_REF && runs[e].status == ENG_PASS) {
       eng_exact_forward(&runs[e], b, &l, &ex);
+      eng_exact_backward(&runs[e], b, &l, bwd, &ex);
       bytes = eng_forward_bytes(b, &l);
     }
   }
@@ -886,7 +1030,20 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
 {
   tbe_batch b;
   memset(&b, 0, sizeof b);
+  const tbe_knobs *k = case_knobs(c);
+  export_bwd bwd = {&k->bwd, NULL, NULL};
+  void *grad = NULL;
+  float *momentum = NULL;
   tbe_status s = case_generate(c, &b);
+  if (s.code == TBE_OK && k->bwd.opt.kind != REF_OPT_NONE) {
+    tbe_layout l;
+    s = tbe_layout_init(&l, &b);
+    if (s.code == TBE_OK)
+      s = case_generate_backward(c, &b, &l, &grad, &momentum);
+    tbe_layout_free(&l);
+    bwd.grad_output = grad;
+    bwd.momentum = momentum;
+  }
   if (s.code != TBE_OK) {
     memset(r, 0, sizeof *r);
     r->ref_ms = r->gpu_ms = -1;
@@ -896,9 +1053,11 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
     tbe_batch_free(&b);
     return eng_checks(x, r, runs, NULL, NULL, NULL);
   }
-  const tbe_knobs *k = case_knobs(c);
   gpu_fwd_config cfg = {k->fwd_bags, k->fwd_width, k->fused_bounds, (gpu_small_mode)k->fwd_small};
-  s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg, r);
+  s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg,
+                    k->bwd.opt.kind != REF_OPT_NONE ? &bwd : NULL, r);
+  free(grad);
+  free(momentum);
   tbe_batch_free(&b);
   return s;
 }

@@ -2,13 +2,14 @@
  * engine's named outputs with its baseline. Not the comparison metrics (compare.h) nor storage.
  *
  * An engine turns a pristine batch into a list of named outputs ("output", "indices", "offsets",
- * "warnings", "offender"; later "weights", "momentum", "psw_grad"). Each output says which path
- * computed it and whether its order is normative: a normative output is held to the reference's
- * bits (metric bitwise, baseline "ref"), any other to the exact forward within the derived bound
- * (metric bound_ratio, baseline "exact"). The reference's own "output" is held to the exact
- * forward as well. Every comparison, skip or error becomes one eng_check: (engine, baseline,
- * path, output, status, metrics, first violations at their coordinates), which db.h stores as
- * one results row. An engine that is not available is a `skip` with the reason, never a pass.
+ * "warnings", "offender"; with a backward "weights", "momentum", "psw_grad"). Each output says
+ * which path computed it and whether its order is normative: a normative output is held to the
+ * reference's bits (metric bitwise, baseline "ref"), any other to its exact twin within the
+ * derived bound (metric bound_ratio, baseline "exact"). The reference's own non-normative
+ * outputs are held to the exact twins as well. Every comparison, skip or error becomes one
+ * eng_check: (engine, baseline, path, output, status, metrics, first violations at their
+ * coordinates), which db.h stores as one results row. An engine that is not available is a
+ * `skip` with the reason, never a pass.
  *
  * Invariant: after eng_run_batch the batch holds its pristine indices and offsets again; each
  * engine saw them pristine.
@@ -20,6 +21,7 @@
 
 #include "case.h"
 #include "compare.h"
+#include "export.h"
 #include "tbe.h"
 #include "tbe_gpu.h"
 
@@ -114,11 +116,14 @@ typedef struct {
 
 /* Runs the batch through every engine of x and fills *r with the checks. b must be a pristine
  * (not bounds-checked), validated batch named by canon (its canonical case text), mode its
- * bounds mode and cfg the GPU forward's configuration. Engine failures become checks with
- * status error; the return value reports only what stops tbecheck (TBE_ENOMEM, an internal
- * error). r must be freed with eng_case_result_free either way. */
+ * bounds mode and cfg the GPU forward's configuration; bwd (NULL: forward only) the backward's
+ * configuration and inputs, whose outputs "weights", "momentum" (Adagrad) and "psw_grad"
+ * (weighted) are held bit for bit to the reference's, or with bwd.combine=atomic, weights and
+ * momentum to its exact twin within the derived bound (path "backward.atomic"). Engine
+ * failures become checks with status error; the return value reports only what stops tbecheck
+ * (TBE_ENOMEM, an internal error). r must be freed with eng_case_result_free either way. */
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                         const gpu_fwd_config *cfg, eng_case_result *r);
+                         const gpu_fwd_config *cfg, const export_bwd *bwd, eng_case_result *r);
 
 /* Generates the case and runs it as eng_run_batch does. A case that cannot be generated (it
  * does not fit in memory) is recorded as an error of every engine. */

@@ -1,7 +1,8 @@
 /* engine_test.c: the engines' checks catch an injected one-ulp fault at the right coordinates
  * (pooled, VBE, pooling NONE, indices, offsets, offender), an unavailable engine is a skip with
- * its reason and never a pass, and a FATAL case is compared by its offender. Not the metrics'
- * own tests (compare_test.c).
+ * its reason and never a pass, and a FATAL case is compared by its offender; the backward's
+ * outputs (weights, momentum, psw_grad) are checked likewise, against the exact twin in atomic
+ * mode. Not the metrics' own tests (compare_test.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,69 @@ static void test_oracle(void)
   }
 }
 
+/* The backward's outputs: the reference's atomic-mode weights and momentum pass against the
+ * exact twin, and a one-ulp fault on a row whose runs have one chunk (bound 0) fails there; with
+ * the oracle, each output is compared bit for bit and a fault is found at its coordinates. */
+static void test_backward(void)
+{
+  const char *atomic = "B=80 D=32 L=8 hot=0:17:600 opt=rowwise_adagrad wd=l2 lambda=0.3 "
+                       "bwd.combine=atomic seed=1";
+  eng_options o = options(1u << ENG_REF, NULL);
+  eng_case_result r;
+  if (!run_text(&o, atomic, &r)) {
+    for (int i = 0; i < r.n_checks; i++)
+      CHECK(r.checks[i].status == ENG_PASS && !strcmp(r.checks[i].baseline, "exact"),
+            "%s: %s", r.checks[i].output, r.checks[i].reason);
+    const eng_check *w = find(&r, ENG_REF, "weights"), *m = find(&r, ENG_REF, "momentum");
+    CHECK(w && m && !strcmp(w->path, "backward.atomic") && w->cmp.worst_bound_ratio > 0,
+          "atomic weights and momentum held to their bounds");
+    eng_case_result_free(&r);
+  }
+  o = options(1u << ENG_REF, "ref:weights@3");
+  if (!run_text(&o, atomic, &r)) {
+    const eng_check *c = find(&r, ENG_REF, "weights");
+    CHECK(c && c->status == ENG_FAIL && c->n_violations == 1 &&
+              !strcmp(c->violations[0].coordinates, "table=0 row=0 d=3"),
+          "ref:weights@3: status %d at '%s'", c ? (int)c->status : -1,
+          c && c->n_violations ? c->violations[0].coordinates : "");
+    eng_case_result_free(&r);
+  }
+  eng_ctx *x;
+  o = options((1u << ENG_REF) | (1u << ENG_ORACLE), NULL);
+  if (eng_open(&o, &x).code != TBE_OK)
+    return;
+  int have_oracle = !eng_unavailable(x, ENG_ORACLE);
+  eng_close(x);
+  static const struct {
+    const char *fault, *output, *where;
+  } faults[] = {
+    {NULL, NULL, NULL},
+    {"oracle:weights@29", "weights", "table=0 row=1 d=5"},
+    {"oracle:momentum@33", "momentum", "table=1 row=3"},
+    {"oracle:psw_grad@1", "psw_grad", "p=1"},
+  };
+  for (size_t k = 0; have_oracle && k < sizeof faults / sizeof faults[0]; k++) {
+    o = options((1u << ENG_REF) | (1u << ENG_ORACLE), faults[k].fault);
+    if (run_text(&o, "T=2 B=8 E=30 D=24 L=3 weighted=1 opt=rowwise_adagrad seed=2", &r))
+      continue;
+    if (!faults[k].fault) {
+      static const char *const outs[] = {"weights", "momentum", "psw_grad"};
+      for (int i = 0; i < 3; i++) {
+        const eng_check *c = find(&r, ENG_ORACLE, outs[i]);
+        CHECK(c && c->status == ENG_PASS && c->metric == CMP_BITWISE, "oracle %s: %s", outs[i],
+              c ? c->reason : "missing");
+      }
+    } else {
+      const eng_check *c = find(&r, ENG_ORACLE, faults[k].output);
+      CHECK(c && c->status == ENG_FAIL && c->n_violations == 1 &&
+                !strcmp(c->violations[0].coordinates, faults[k].where),
+            "%s: status %d at '%s'", faults[k].fault, c ? (int)c->status : -1,
+            c && c->n_violations ? c->violations[0].coordinates : "");
+    }
+    eng_case_result_free(&r);
+  }
+}
+
 int main(void)
 {
   test_lists();
@@ -211,5 +275,6 @@ int main(void)
   test_coordinates();
   test_unavailable_oracle();
   test_oracle();
+  test_backward();
   return TEST_MAIN_RESULT();
 }

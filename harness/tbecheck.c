@@ -621,7 +621,7 @@ static int cmd_import(int argc, char **argv)
   if (rc < 0) {
     eng_case_result r;
     gpu_fwd_config cfg = {0};
-    st = eng_run_batch(s.x, &b, canon, o.imp.bounds, &cfg, &r);
+    st = eng_run_batch(s.x, &b, canon, o.imp.bounds, &cfg, NULL, &r);
     rc = st.code == TBE_OK ? session_case(&s, canon, 0, &r) : fail_with(st);
     eng_case_result_free(&r);
   }
