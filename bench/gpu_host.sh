@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_host.sh: one call on the GPU host: configure, build, run the gpu-labelled tests (and, with
-# "bench", the forward benchmarks; "notest" skips the tests); logs under $OUT. Not for CI: CI has no GPU.
+# "bench", the forward benchmarks; "sanitize", compute-sanitizer over the smoke cases; "notest"
+# skips the tests, "quicktest" runs only the CLI and small-table ones); logs under $OUT. Not for CI: CI has no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -10,15 +11,27 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
   -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
   -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j16 --target device_test gpu_forward_test gpu_forward_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+cmake --build build-gpu -j16 --target device_test gpu_forward_test gpu_forward_bench tbecheck >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 rc=0
-if [[ " $* " != *" notest "* ]]; then
-  ctest --test-dir build-gpu -L gpu --output-on-failure >"$OUT/ctest-gpu.log" 2>&1
+if [[ " $* " == *" quicktest "* ]]; then
+  # the CLI's gpu engine and the small-table lines of gpu.cases (model statistics)
+  ctest --test-dir build-gpu -R "cli_gpu|device_test" -V >"$OUT/ctest-gpu.log" 2>&1
+  rc=$?
+  grep -E "fwd.small|E=50 |E=17,33" cases/gpu.cases >"$OUT/small.cases"
+  build-gpu/gpu/gpu_forward_test "$OUT/small.cases" >>"$OUT/ctest-gpu.log" 2>&1 || rc=1
+elif [[ " $* " != *" notest "* ]]; then
+  ctest --test-dir build-gpu -L gpu -V >"$OUT/ctest-gpu.log" 2>&1
   rc=$?
 fi
-grep -E "FAIL|failures|Test +#|tests passed" "$OUT/ctest-gpu.log" | head -40
+grep -E "FAIL|failures|Test +#|tests passed|small-table path:|vs reference:" "$OUT/ctest-gpu.log" | head -40
 for arg in "$@"; do
   case "$arg" in
+    sanitize)
+      for tool in memcheck racecheck; do
+        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
+          build-gpu/gpu/gpu_forward_test cases/smoke.cases >"$OUT/sanitizer-$tool.log" 2>&1
+        echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|failures' "$OUT/sanitizer-$tool.log" | tr '\n' ' '))"
+      done ;;
     bench)
       build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt"
       python3 bench/torch_peer.py | tee "$OUT/torch.txt" ;;

@@ -91,27 +91,13 @@ struct gpu_session {
   std::vector<unsigned char> small; /* [T]: the last forward's small-table features */
 };
 
-/* Bag-length hint of feature t: its mean L in the (unrepaired, host-known) offsets. */
-static double mean_bag_length(const tbe_batch *h, const tbe_layout *l, int32_t t)
-{
-  const int64_t b0 = l->B_offsets[t], b1 = l->B_offsets[t + 1];
-  if (b1 == b0)
-    return 0;
-  return (double)(tbe_iget(h->offsets, h->itype, b1) - tbe_iget(h->offsets, h->itype, b0)) /
-         (double)(b1 - b0);
-}
-
-/* Which features take the small-table path: eligible ones when forced on; with auto, eligible
- * ones whose mean bag length reaches 64 (the path pays off only on long bags). */
+/* Which features take the small-table path (ref_small_choose under the configured mode). */
 static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode m,
                          std::vector<unsigned char> &small)
 {
   small.assign(h->T, 0);
-  if (m == GPU_SMALL_OFF)
-    return;
-  for (int32_t t = 0; t < h->T; t++)
-    small[t] = ref_small_eligible(h, t) &&
-               (m == GPU_SMALL_ON || mean_bag_length(h, l, t) >= 64.0);
+  if (m != GPU_SMALL_OFF)
+    ref_small_choose(h, l, m == GPU_SMALL_ON, small.data());
 }
 
 static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_session *s)

@@ -22,6 +22,7 @@
 #include "bounds.h"
 #include "export.h"
 #include "forward.h"
+#include "forward_small.h"
 #include "npy.h"
 #include "worker.h"
 
@@ -747,7 +748,9 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
     return s;
   c->has_digest = 1;
   c->digest = eng_fnv1a(ENG_FNV_SEED, got->data, (size_t)got->n * eng_elem_size(got));
-  int k = got->vs_exact ? eng_find_exact(ex, got->name) : -1;
+  int k = !got->vs_exact                         ? -1
+          : !strcmp(got->path, "forward.small") ? eng_find_exact(ex, "output.small")
+                                                : eng_find_exact(ex, got->name);
   if (got->vs_exact && k < 0) {
     c->status = ENG_ERROR;
     snprintf(c->reason, sizeof c->reason, "no exact values of %s: %s", got->name, ex->why);
@@ -905,9 +908,11 @@ static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int
   p->bytes = bytes;
 }
 
-/* The reference's exact forward on its repaired batch (b as the reference left it). */
+/* The reference's exact forward on its repaired batch (b as the reference left it), under the
+ * name "output"; with tc_mask, the bounds of the small-table tensor-core path for the masked
+ * features, under "output.small" (the GPU's "forward.small" output is held to those). */
 static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
-                              eng_exact *ex)
+                              const unsigned char *tc_mask, eng_exact *ex)
 {
   snprintf(ex->why, sizeof ex->why, "the reference has no output: %.280s", eng_missing_why(ref));
   if (!eng_find(ref, "output"))
@@ -915,7 +920,7 @@ static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_
   size_t n = (size_t)l->out_elems;
   double *exact = malloc(sizeof(double) * n + 1), *bound = malloc(sizeof(double) * n + 1);
   tbe_status s = exact && bound
-                     ? ref_forward_exact(b, l, exact, bound)
+                     ? ref_forward_exact_tc(b, l, tc_mask, exact, bound)
                      : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %zu values", n);
   if (s.code != TBE_OK) {
     snprintf(ex->why, sizeof ex->why, "the exact forward failed: %s", s.message);
@@ -923,7 +928,7 @@ static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_
     free(bound);
     return;
   }
-  ex->v[ex->n].name = "output";
+  ex->v[ex->n].name = tc_mask ? "output.small" : "output";
   ex->v[ex->n].exact = exact;
   ex->v[ex->n].bound = bound;
   ex->v[ex->n++].n = l->out_elems;
@@ -984,12 +989,29 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
   memset(runs, 0, sizeof runs);
   eng_exact ex = {0};
   int64_t bytes = 0;
+  unsigned char *small = NULL; /* [T] features on the GPU's small-table path, or NULL */
   if (!idx0 || !off0) {
     s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
     goto done;
   }
   memcpy(idx0, b->indices, idx_bytes);
   memcpy(off0, b->offsets, off_bytes);
+  if (cfg && cfg->small != GPU_SMALL_OFF && !x->unavailable[ENG_GPU][0]) {
+    /* the features the GPU will put on the small-table path, chosen on the offsets as given */
+    small = calloc((size_t)b->T, 1);
+    if (!small) {
+      s = tbe_error(TBE_ENOMEM, "small", -1, "cannot allocate %d flags", b->T);
+      goto done;
+    }
+    ref_small_choose(b, &l, cfg->small == GPU_SMALL_ON, small);
+    int any = 0;
+    for (int32_t t = 0; t < b->T; t++)
+      any |= small[t];
+    if (!any) {
+      free(small);
+      small = NULL;
+    }
+  }
   eng_job job = {canon, mode, cfg, bwd};
   for (int e = 0; e < ENG_COUNT; e++) {
     runs[e].status = x->unavailable[e][0] ? ENG_SKIP : ENG_PASS;
@@ -1002,7 +1024,9 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
       eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index);
     if (e == ENG_REF && runs[e].status == ENG_PASS) {
-      eng_exact_forward(&runs[e], b, &l, &ex);
+      eng_exact_forward(&runs[e], b, &l, NULL, &ex);
+      if (small)
+        eng_exact_forward(&runs[e], b, &l, small, &ex);
       eng_exact_backward(&runs[e], b, &l, bwd, &ex);
       bytes = eng_forward_bytes(b, &l);
     }
@@ -1020,6 +1044,7 @@ done:
   for (int e = 0; e < ENG_COUNT; e++)
     eng_run_free(&runs[e]);
   eng_exact_free(&ex);
+  free(small);
   free(idx0);
   free(off0);
   tbe_layout_free(&l);

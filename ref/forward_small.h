@@ -20,6 +20,11 @@ extern "C" {
  * policy's business, not eligibility.) */
 int ref_small_eligible(const tbe_batch *b, int32_t t);
 
+/* Which features take the small-table path (mask[t] = 1): every eligible one when forced, else
+ * eligible ones whose mean bag length in b's offsets reaches 64 (the path pays off on long
+ * bags: measured on S1, bench/RESULTS.md). Engines call it on the offsets as given. */
+void ref_small_choose(const tbe_batch *b, const tbe_layout *l, int forced, unsigned char *mask);
+
 /* The tensor-core model for the features with mask[t] != 0 (others untouched in out, FP32):
  * per bag, counts c_r of the first 256 positions (skipping -1); per column, from C = +0, for
  * each chunk of 16 rows in order C = RZ_fp32(C + exact(sum of c_r * W[r][d])); then the rest of
