@@ -306,29 +306,14 @@ static tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bw
   return s;
 }
 
-/* ref_backward on the bounds-checked batch b, on copies of its weights and of the momentum (b
- * stays pristine for the other engines), pushed as eng_push_backward says. */
+/* ref_backward on the bounds-checked batch b (which stays pristine), pushed as
+ * eng_push_backward says. */
 static tbe_status eng_ref_backward(eng_run *r, tbe_batch *b, const tbe_layout *l,
                                    const export_bwd *bwd)
 {
-  int64_t rows = ref_bwd_rows(b);
-  size_t wbytes = tbe_mul_size((size_t)b->table_offset[b->num_tables], tbe_dtype_size(b->wdtype));
-  void *w = malloc(wbytes + 1);
-  float *m = bwd->momentum ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
-  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
-                                     : NULL;
-  tbe_status s = tbe_ok();
-  if (!w || (bwd->momentum && !m) || (b->per_sample_weights && !psw))
-    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
-  if (s.code == TBE_OK) {
-    void *keep = b->weights;
-    memcpy(w, keep, wbytes);
-    if (m)
-      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
-    b->weights = w;
-    s = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
-    b->weights = keep;
-  }
+  void *w;
+  float *m, *psw;
+  tbe_status s = export_backward_run(b, l, bwd, &w, &m, &psw);
   if (s.code == TBE_OK)
     s = eng_push_backward(r, b, bwd->cfg, w, m, psw);
   free(w);
@@ -941,36 +926,22 @@ static void eng_exact_backward(const eng_run *ref, const tbe_batch *b, const tbe
 {
   if (!bwd || bwd->cfg->combine != REF_COMBINE_ATOMIC || !eng_find(ref, "weights"))
     return;
-  int64_t n = b->table_offset[b->num_tables], rows = bwd->momentum ? ref_bwd_rows(b) : 0;
-  double *we = malloc(sizeof(double) * (size_t)n + 1), *wb = malloc(sizeof(double) * (size_t)n + 1);
-  double *me = malloc(sizeof(double) * (size_t)rows + 1);
-  double *mb = malloc(sizeof(double) * (size_t)rows + 1);
-  tbe_status s = we && wb && me && mb
-                     ? ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we,
-                                          wb, bwd->momentum ? me : NULL,
-                                          bwd->momentum ? mb : NULL)
-                     : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values",
-                                 (long long)n);
+  double *we, *wb, *me, *mb;
+  tbe_status s = export_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
   if (s.code != TBE_OK) {
     snprintf(ex->why, sizeof ex->why, "the exact backward failed: %.250s", s.message);
-  } else {
-    ex->v[ex->n].name = "weights";
-    ex->v[ex->n].exact = we;
-    ex->v[ex->n].bound = wb;
-    ex->v[ex->n++].n = n;
-    we = wb = NULL;
-    if (bwd->momentum) {
-      ex->v[ex->n].name = "momentum";
-      ex->v[ex->n].exact = me;
-      ex->v[ex->n].bound = mb;
-      ex->v[ex->n++].n = rows;
-      me = mb = NULL;
-    }
+    return;
   }
-  free(we);
-  free(wb);
-  free(me);
-  free(mb);
+  ex->v[ex->n].name = "weights";
+  ex->v[ex->n].exact = we;
+  ex->v[ex->n].bound = wb;
+  ex->v[ex->n++].n = b->table_offset[b->num_tables];
+  if (me) {
+    ex->v[ex->n].name = "momentum";
+    ex->v[ex->n].exact = me;
+    ex->v[ex->n].bound = mb;
+    ex->v[ex->n++].n = ref_bwd_rows(b);
+  }
 }
 
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,

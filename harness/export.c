@@ -1,5 +1,6 @@
 /* export.c: a case's inputs and the reference's results as .npy files and a manifest.json, for
- * the NumPy oracle. Not the comparison (ref/oracle/check.py does that) and not the CLI.
+ * the NumPy oracle, and the reference backward on copies of a batch's state (which the engine
+ * shares). Not the comparison (ref/oracle/check.py does that) and not the CLI.
  */
 #include "export.h"
 
@@ -168,72 +169,103 @@ static tbe_status export_inputs(const char *dir, const tbe_batch *b, int64_t tot
   return s;
 }
 
-/* Writes the exact twin's arrays (atomic combine) for the bounds-checked batch b. Returns the
- * export's failures; the twin's own goes to *bref. */
-static tbe_status export_exact(const char *dir, const tbe_batch *b, const tbe_layout *l,
-                               const export_bwd *bwd, tbe_status *bref)
+tbe_status export_backward_run(tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
+                               void **weights, float **momentum, float **psw_grad)
+{
+  int64_t rows = ref_bwd_rows(b);
+  size_t wbytes = tbe_mul_size((size_t)b->table_offset[b->num_tables], tbe_dtype_size(b->wdtype));
+  void *w = malloc(wbytes + 1);
+  float *m = bwd->momentum ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
+  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
+                                     : NULL;
+  tbe_status s = tbe_ok();
+  if (!w || (bwd->momentum && !m) || (b->per_sample_weights && !psw))
+    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
+  if (s.code == TBE_OK) {
+    void *keep = b->weights;
+    memcpy(w, keep, wbytes);
+    if (m)
+      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
+    b->weights = w;
+    s = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
+    b->weights = keep;
+  }
+  if (s.code != TBE_OK) {
+    free(w);
+    free(m);
+    free(psw);
+    w = m = psw = NULL;
+  }
+  *weights = w;
+  *momentum = m;
+  *psw_grad = psw;
+  return s;
+}
+
+tbe_status export_backward_exact(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
+                                 double **w_exact, double **w_bound, double **m_exact,
+                                 double **m_bound)
 {
   int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
-  int adagrad = bwd->cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
+  int m = bwd->momentum != NULL;
   double *we = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
   double *wb = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
-  double *me = adagrad ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
-  double *mb = adagrad ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
+  double *me = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
+  double *mb = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
   tbe_status s = tbe_ok();
-  if (!we || !wb || (adagrad && (!me || !mb)))
+  if (!we || !wb || (m && (!me || !mb)))
     s = tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate the exact twin of %lld weights",
                   (long long)n);
   if (s.code == TBE_OK)
-    *bref = ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we, wb, me, mb);
-  if (s.code == TBE_OK && bref->code == TBE_OK) {
+    s = ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we, wb, me, mb);
+  if (s.code != TBE_OK) {
+    free(we);
+    free(wb);
+    free(me);
+    free(mb);
+    we = wb = me = mb = NULL;
+  }
+  *w_exact = we;
+  *w_bound = wb;
+  *m_exact = me;
+  *m_bound = mb;
+  return s;
+}
+
+/* Runs the backward (and under bwd.combine=atomic its exact twin) on the bounds-checked batch b
+ * and writes the results. Returns the export's failures; the reference's go to *bref. */
+static tbe_status export_backward(const char *dir, tbe_batch *b, const tbe_layout *l,
+                                  const export_bwd *bwd, tbe_status *bref)
+{
+  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+  double *we = NULL, *wb = NULL, *me = NULL, *mb = NULL;
+  void *w = NULL;
+  float *m = NULL, *psw = NULL;
+  tbe_status s = tbe_ok();
+  if (bwd->cfg->combine == REF_COMBINE_ATOMIC)
+    *bref = export_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
+  if (bref->code == TBE_OK)
+    *bref = export_backward_run(b, l, bwd, &w, &m, &psw);
+  if (bref->code == TBE_OK && we) {
     s = export_array(dir, "ref_weights_exact", NPY_F8, n, 0, we);
     if (s.code == TBE_OK)
       s = export_array(dir, "ref_weights_bound", NPY_F8, n, 0, wb);
-    if (s.code == TBE_OK && adagrad)
+    if (s.code == TBE_OK && me)
       s = export_array(dir, "ref_momentum_exact", NPY_F8, rows, 0, me);
-    if (s.code == TBE_OK && adagrad)
+    if (s.code == TBE_OK && mb)
       s = export_array(dir, "ref_momentum_bound", NPY_F8, rows, 0, mb);
+  }
+  if (bref->code == TBE_OK && s.code == TBE_OK) {
+    s = export_array(dir, "ref_weights", export_npy_float(b->wdtype), n, 0, w);
+    if (s.code == TBE_OK && m)
+      s = export_array(dir, "ref_momentum", NPY_F4, rows, 0, m);
+    if (s.code == TBE_OK && psw)
+      s = export_array(dir, "ref_psw_grad", NPY_F4, b->N, 0, psw);
   }
   free(we);
   free(wb);
   free(me);
   free(mb);
-  return s;
-}
-
-/* Runs the backward on the bounds-checked batch b (on a copy of its weights, which stay as they
- * were) and writes its outputs. Returns the export's failures; the backward's go to *bref. */
-static tbe_status export_backward(const char *dir, tbe_batch *b, const tbe_layout *l,
-                                  const export_bwd *bwd, tbe_status *bref)
-{
-  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
-  int adagrad = bwd->cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
-  size_t wbytes = tbe_mul_size((size_t)n, tbe_dtype_size(b->wdtype));
-  void *w = malloc(wbytes + 1);
-  float *m = adagrad ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
-  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
-                                     : NULL;
-  tbe_status s = tbe_ok();
-  if (!w || (adagrad && !m) || (b->per_sample_weights && !psw))
-    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
-  if (s.code == TBE_OK && bwd->cfg->combine == REF_COMBINE_ATOMIC)
-    s = export_exact(dir, b, l, bwd, bref);
-  if (s.code == TBE_OK && bref->code == TBE_OK) {
-    void *keep = b->weights;
-    memcpy(w, keep, wbytes);
-    if (adagrad)
-      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
-    b->weights = w;
-    *bref = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
-    b->weights = keep;
-  }
-  if (s.code == TBE_OK && bref->code == TBE_OK) {
-    s = export_array(dir, "ref_weights", export_npy_float(b->wdtype), n, 0, w);
-    if (s.code == TBE_OK && adagrad)
-      s = export_array(dir, "ref_momentum", NPY_F4, rows, 0, m);
-    if (s.code == TBE_OK && psw)
-      s = export_array(dir, "ref_psw_grad", NPY_F4, b->N, 0, psw);
-  }
   free(w);
   free(m);
   free(psw);

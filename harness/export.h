@@ -63,6 +63,19 @@ tbe_status export_case(const char *case_text, const char *dir);
 tbe_status export_batch_bwd(tbe_batch *b, const char *canon, tbe_bounds_mode mode,
                             const export_bwd *bwd, const char *dir);
 
+/* The reference's backward for bwd on the bounds-checked batch b, on copies of its weights and
+ * momentum (b is left as it was): on success *weights (in b's weight dtype), *momentum
+ * (with bwd->momentum, else NULL) and *psw_grad (weighted, else NULL) are malloc'd results; on
+ * failure (ref_backward's, or TBE_ENOMEM) all are NULL. */
+tbe_status export_backward_run(tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
+                               void **weights, float **momentum, float **psw_grad);
+
+/* ref_backward_exact for bwd on the bounds-checked batch b: malloc'd exact values and bounds
+ * of the weights and, with bwd->momentum, of the momentum (else NULL). All NULL on failure. */
+tbe_status export_backward_exact(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
+                                 double **w_exact, double **w_bound, double **m_exact,
+                                 double **m_bound);
+
 /* export_batch_bwd without the backward. */
 tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir);
 
