@@ -7,8 +7,9 @@
  * those of the same digit in earlier blocks, and scatters each block in order. A pass whose digit
  * is the same for every entry is skipped. Entries enter in position order (bags are
  * feature-major and offsets nondecreasing), so ties keep position order. Only (key, position)
- * pairs move, 8-bit digits at a time (256 buckets: few enough write streams for the TLB); each
- * entry's bag is looked up from its position afterwards.
+ * pairs move, 8-bit digits at a time (256 buckets: few enough write streams for the TLB), packed
+ * into one word (key above the position's bits) when both fit in 64 bits, so the passes over the
+ * key's digits move 8 bytes per entry; each entry's bag is looked up from its position after.
  */
 #include "transpose.h"
 
@@ -72,9 +73,17 @@ static int64_t count_block(const tbe_batch *b, const tbe_layout *l, int64_t k, i
   return n;
 }
 
+/* The sorting arrays: keys (packed with their positions when pos is NULL, the key above bit
+ * `shift`), their positions, and the scatter's targets. */
+typedef struct {
+  uint64_t *key, *key2;
+  int64_t *pos, *pos2;
+  int shift;
+} sort_arrays;
+
 /* Writes block k's entries (key, position) from entry `at` on, and every position's bag. */
 static void fill_block(const tbe_batch *b, const tbe_layout *l, const int64_t *rows_cumsum,
-                       int64_t k, int64_t at, ref_transpose *tr, int32_t *bag_of_pos)
+                       int64_t k, int64_t at, const sort_arrays *a, int32_t *bag_of_pos)
 {
   int64_t first = k * BAG_BLOCK, last = first + BAG_BLOCK;
   if (last > l->total_B)
@@ -87,22 +96,21 @@ static void fill_block(const tbe_batch *b, const tbe_layout *l, const int64_t *r
       bag_of_pos[p] = (int32_t)i;
       if (idx == -1)
         continue;
-      tr->key[at] = base + (uint64_t)idx;
-      tr->pos[at] = p;
+      uint64_t key = base + (uint64_t)idx;
+      if (a->pos) {
+        a->key[at] = key;
+        a->pos[at] = p;
+      } else {
+        a->key[at] = key << a->shift | (uint64_t)p;
+      }
       at++;
     }
   }
 }
 
-/* The sorting arrays: keys with their positions, and the scatter's targets. */
-typedef struct {
-  uint64_t *key, *key2;
-  int64_t *pos, *pos2;
-} sort_arrays;
-
-/* Sorts a->key[0..n) (and positions) stably by bits [0, bits) of the key; the sorted arrays end
- * up in a->key, a->pos (pointers swapped with the *2 arrays as passes go). hist holds
- * threads * 2^RADIX_MAX_BITS counters. */
+/* Sorts a->key[0..n) (and positions) stably by bits [shift, shift + bits) of the keys; the
+ * sorted arrays end up in a->key, a->pos (pointers swapped with the *2 arrays as passes go).
+ * hist holds threads * 2^RADIX_MAX_BITS counters. */
 static void radix_sort(sort_arrays *a, int64_t n, int bits, int64_t *hist, int threads)
 {
   int passes = (bits + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
@@ -118,7 +126,7 @@ static void radix_sort(sort_arrays *a, int64_t n, int bits, int64_t *hist, int t
     int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
     int64_t *h = hist + (size_t)t * (size_t)buckets;
     for (int pass = 0; pass < passes; pass++) {
-      int shift = pass * width;
+      int shift = a->shift + pass * width;
       memset(h, 0, sizeof *h * (size_t)buckets);
       for (int64_t i = lo; i < hi; i++)
         h[(a->key[i] >> shift) & mask]++;
@@ -139,7 +147,8 @@ static void radix_sort(sort_arrays *a, int64_t n, int bits, int64_t *hist, int t
         for (int64_t i = lo; i < hi; i++) {
           int64_t o = h[(a->key[i] >> shift) & mask]++;
           a->key2[o] = a->key[i];
-          a->pos2[o] = a->pos[i];
+          if (a->pos)
+            a->pos2[o] = a->pos[i];
         }
 #pragma omp barrier
 #pragma omp single
@@ -240,15 +249,21 @@ tbe_status ref_transpose_build(const tbe_batch *b, const tbe_layout *l, ref_tran
   free(bad);
   int64_t n = at[blocks];
   size_t m = (size_t)(n ? n : 1);
+  int64_t total_rows = tr->rows_cumsum[b->num_tables];
+  int key_bits = bit_length(total_rows > 0 ? (uint64_t)total_rows - 1 : 0);
+  int pos_bits = bit_length(b->N > 1 ? (uint64_t)b->N - 1 : 1);
+  int packed = key_bits + pos_bits <= 64;
   sort_arrays a = {ref_alloc_big(sizeof(uint64_t) * m), ref_alloc_big(sizeof(uint64_t) * m),
-                   ref_alloc_big(sizeof(int64_t) * m), ref_alloc_big(sizeof(int64_t) * m)};
+                   packed ? NULL : ref_alloc_big(sizeof(int64_t) * m),
+                   packed ? NULL : ref_alloc_big(sizeof(int64_t) * m), packed ? pos_bits : 0};
   int32_t *bag_of_pos = ref_alloc_big(sizeof(int32_t) * (size_t)(b->N ? b->N : 1));
   int64_t *hist = malloc(sizeof *hist * (size_t)threads << RADIX_MAX_BITS);
   tr->n = n;
   tr->key = a.key;
   tr->pos = a.pos;
   tr->bag = ref_alloc_big(sizeof(int32_t) * m);
-  if (!a.key || !a.key2 || !a.pos || !a.pos2 || !bag_of_pos || !tr->bag || !hist) {
+  if (!a.key || !a.key2 || (!packed && (!a.pos || !a.pos2)) || !bag_of_pos || !tr->bag ||
+      !hist) {
     free(at);
     free(hist);
     free(a.key2);
@@ -260,16 +275,25 @@ tbe_status ref_transpose_build(const tbe_batch *b, const tbe_layout *l, ref_tran
   }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t k = 0; k < blocks; k++)
-    fill_block(b, l, tr->rows_cumsum, k, at[k], tr, bag_of_pos);
+    fill_block(b, l, tr->rows_cumsum, k, at[k], &a, bag_of_pos);
   free(at);
 
-  int64_t total_rows = tr->rows_cumsum[b->num_tables];
-  radix_sort(&a, n, bit_length(total_rows > 0 ? (uint64_t)total_rows - 1 : 0), hist, threads);
+  radix_sort(&a, n, key_bits, hist, threads);
   free(hist);
-  free(a.key2);
-  free(a.pos2);
   tr->key = a.key;
-  tr->pos = a.pos;
+  if (packed) { /* unpack: the spare buffer takes the positions */
+    tr->pos = (int64_t *)a.key2;
+    uint64_t mask = (UINT64_C(1) << pos_bits) - 1;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++) {
+      tr->pos[i] = (int64_t)(tr->key[i] & mask);
+      tr->key[i] >>= pos_bits;
+    }
+  } else {
+    free(a.key2);
+    free(a.pos2);
+    tr->pos = a.pos;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t i = 0; i < n; i++)
     tr->bag[i] = bag_of_pos[tr->pos[i]];

@@ -1,6 +1,6 @@
 /* transpose_test.c: the backward's transpose: a hand-checked batch (shared interleaved tables,
- * -1 entries, empty bags, VBE), random batches against a reference stable sort, keys past 2^40,
- * thread-count invariance, and the errors for inputs the bounds check has not repaired.
+ * -1 entries, empty bags, VBE), random batches against a reference stable sort, keys past 2^40
+ * (sorted packed with their positions, and too wide to pack), thread-count invariance, and the errors for inputs the bounds check has not repaired.
  * Not the sums (backward_test.c).
  */
 #include <omp.h>
@@ -189,12 +189,16 @@ static void test_random(void)
   static const int64_t E1[] = {1, 5, 17};
   static const int64_t E2[] = {INT64_C(1) << 40, 3, (INT64_C(1) << 33) + 7};
   static const int64_t E3[] = {100000, 1000, 10};
+  /* 48 tables of 2^40 rows: 46-bit keys and 2^19+ positions do not pack into one word */
+  static int64_t E4[48];
+  for (int j = 0; j < 48; j++)
+    E4[j] = INT64_C(1) << 40;
   struct {
     const int64_t *E;
     int32_t tables, T, B;
     int maxL;
   } shapes[] = {{E1, 3, 4, 50, 6}, {E2, 3, 5, 200, 30}, {E3, 3, 9, 3000, 40}, {E1, 1, 1, 0, 3},
-                {E3, 3, 2, 5, 0}};
+                {E3, 3, 2, 5, 0},  {E4, 48, 48, 500, 50}};
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
     tbe_batch b = random_batch(&x, shapes[k].tables, shapes[k].E, shapes[k].T, shapes[k].B,
                                shapes[k].maxL);
