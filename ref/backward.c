@@ -20,8 +20,8 @@
 
 #include <omp.h>
 
-#include "speed.h"
 #include "half.h"
+#include "speed.h"
 
 #define BLOCK_FLOATS (INT64_C(1) << 22) /* row-gradient buffer of one block: 16 MiB */
 #define PREFETCH_ENTRIES 8              /* entries the sums prefetch ahead */
@@ -59,8 +59,10 @@ static tbe_status check_config(const ref_bwd_config *c)
                      (long long)c->threshold, (long long)c->chunk);
   if (!(c->clip >= 0.0f) || isinf(c->clip))
     return tbe_error(TBE_EINVAL, "clip", -1, "clip must be finite and >= 0 (0: off)");
-  if (!isfinite(o->lr) || !isfinite(o->eps) || !isfinite(o->lambda))
-    return tbe_error(TBE_EINVAL, "lr", -1, "lr, eps and lambda must be finite");
+  const char *bad = !isfinite(o->lr) ? "lr" : !isfinite(o->eps) ? "eps"
+                    : !isfinite(o->lambda) ? "lambda" : NULL;
+  if (bad)
+    return tbe_error(TBE_EINVAL, bad, -1, "%s must be finite", bad);
   return tbe_ok();
 }
 
