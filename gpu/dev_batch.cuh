@@ -81,6 +81,26 @@ __device__ __forceinline__ void st_out(void *out, tbe_dtype t, int64_t i, float 
     ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(v);
 }
 
+/* The fused bounds check of an index already loaded from position p (TBE_SEMANTICS.md 2): a
+ * valid index or -1 passes; an invalid one is counted, and repaired to 0 in the array (or, in
+ * FATAL, reported as the lowest position) by the one lane that owns p, and read as 0. */
+__device__ __forceinline__ int64_t fused_check(void *indices, tbe_itype it, tbe_bounds_mode mode,
+                                               dev_bounds *state, int64_t p, int64_t idx,
+                                               int64_t E, bool owner,
+                                               unsigned long long &invalid)
+{
+  if (idx == -1 || (idx >= 0 && idx < E))
+    return idx;
+  if (owner) {
+    invalid++;
+    if (mode == TBE_BOUNDS_FATAL)
+      atomicMin(&state->first_bad_index, (unsigned long long)p);
+    else
+      st_index(indices, it, p, 0);
+  }
+  return 0;
+}
+
 /* Bag -> feature by binary search over B_offsets (T + 1 entries). */
 __device__ __forceinline__ int32_t bag_feature(const int64_t *B_offsets, int32_t T, int64_t bag)
 {

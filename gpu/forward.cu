@@ -93,24 +93,6 @@ struct gather_launch {
   dev_bounds *state;
 };
 
-/* The fused check of an index already loaded: an invalid one is counted and repaired by the one
- * lane that owns the position (owner), or reported (FATAL), and used as 0. */
-__device__ __forceinline__ int64_t check_index(const dev_batch &b, const gather_launch &g,
-                                               int64_t p, int64_t idx, int64_t E, bool owner,
-                                               unsigned long long &invalid)
-{
-  if (idx == -1 || (idx >= 0 && idx < E))
-    return idx;
-  if (owner) {
-    invalid++;
-    if (g.mode == TBE_BOUNDS_FATAL)
-      atomicMin(&g.state->first_bad_index, (unsigned long long)p);
-    else
-      st_index(b.indices, b.itype, p, 0);
-  }
-  return 0;
-}
-
 /* Index i of an ITYPE array (the fused check may write the array, so no read-only path then). */
 template <tbe_itype IT>
 __device__ __forceinline__ int64_t load_index(const void *a, int64_t i, bool writable)
@@ -195,7 +177,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
 #pragma unroll
           for (int q = 0; q < GW; q++)
             if (p + q < end)
-              idx[q] = check_index(b, g, p + q, idx[q], f.E, owner, invalid);
+              idx[q] = fused_check(b.indices, b.itype, g.mode, g.state, p + q, idx[q], f.E, owner, invalid);
         chunk rows[GW][CPT];
 #pragma unroll
         for (int q = 0; q < GW; q++)
@@ -261,7 +243,7 @@ __global__ void none_kernel(dev_batch b, gather_launch g)
     for (int64_t p = start; p < end; p++) {
       int64_t idx = ld_index_rw(b.indices, b.itype, p);
       if (g.fused)
-        idx = check_index(b, g, p, idx, b.E[j], lane == 0, invalid);
+        idx = fused_check(b.indices, b.itype, g.mode, g.state, p, idx, b.E[j], lane == 0, invalid);
       for (int d = lane; idx != -1 && d < D; d += 32) {
         const typename wt<WD>::A r = wt<WD>::widen(__ldg(table + idx * D + d));
         st_out(b.out, b.out_dtype, p * D + d, (float)r);

@@ -42,21 +42,14 @@ __device__ __forceinline__ int64_t load_idx(const void *a, int64_t i)
   return IT == TBE_I32 ? (int64_t)((const int32_t *)a)[i] : (int64_t)((const long long *)a)[i];
 }
 
-/* Loads index p; the fused check counts and repairs (or reports) an invalid one. Only the
- * calling lane touches p. */
+/* Loads index p and, when fused, checks it (only the calling lane touches p). */
 template <tbe_itype IT>
 __device__ __forceinline__ int64_t small_index(const dev_batch &b, const small_launch &s,
                                                int64_t p, unsigned long long &invalid)
 {
-  int64_t idx = load_idx<IT>(b.indices, p);
-  if (!s.fused || idx == -1 || (idx >= 0 && idx < s.E))
-    return idx;
-  invalid++;
-  if (s.mode == TBE_BOUNDS_FATAL)
-    atomicMin(&s.state->first_bad_index, (unsigned long long)p);
-  else
-    st_index(b.indices, b.itype, p, 0);
-  return 0;
+  const int64_t idx = load_idx<IT>(b.indices, p);
+  return s.fused ? fused_check(b.indices, b.itype, s.mode, s.state, p, idx, s.E, true, invalid)
+                 : idx;
 }
 
 __device__ __forceinline__ uint32_t pack(__half lo, __half hi)

@@ -1025,36 +1025,20 @@ done:
 tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_case_result *r)
 {
   tbe_batch b;
-  memset(&b, 0, sizeof b);
   const tbe_knobs *k = case_knobs(c);
-  export_bwd bwd = {&k->bwd, NULL, NULL};
-  void *grad = NULL;
-  float *momentum = NULL;
-  tbe_status s = case_generate(c, &b);
-  if (s.code == TBE_OK && k->bwd.opt.kind != REF_OPT_NONE) {
-    tbe_layout l;
-    s = tbe_layout_init(&l, &b);
-    if (s.code == TBE_OK)
-      s = case_generate_backward(c, &b, &l, &grad, &momentum);
-    tbe_layout_free(&l);
-    bwd.grad_output = grad;
-    bwd.momentum = momentum;
-  }
+  export_bwd bwd;
+  tbe_status s = export_generate(c, &b, &bwd);
   if (s.code != TBE_OK) {
     memset(r, 0, sizeof *r);
     r->ref_ms = r->gpu_ms = -1;
     eng_run failed = {.status = ENG_ERROR};
     snprintf(failed.reason, sizeof failed.reason, "cannot generate the case: %s", s.message);
     eng_run runs[ENG_COUNT] = {[ENG_REF] = failed};
-    tbe_batch_free(&b);
     return eng_checks(x, r, runs, NULL, NULL, NULL);
   }
   gpu_fwd_config cfg = {k->fwd_bags, k->fwd_width, k->fused_bounds, (gpu_small_mode)k->fwd_small};
-  s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg,
-                    k->bwd.opt.kind != REF_OPT_NONE ? &bwd : NULL, r);
-  free(grad);
-  free(momentum);
-  tbe_batch_free(&b);
+  s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg, bwd.cfg ? &bwd : NULL, r);
+  export_generated_free(&b, &bwd);
   return s;
 }
 

@@ -336,8 +336,7 @@ tbe_status export_case(const char *case_text, const char *dir)
   tbe_case *c = NULL;
   tbe_batch b;
   memset(&b, 0, sizeof b);
-  void *grad = NULL;
-  float *momentum = NULL;
+  export_bwd bwd = {NULL, NULL, NULL};
   char canon[1024];
 
   tbe_status s = case_parse(case_text, &c);
@@ -348,30 +347,46 @@ tbe_status export_case(const char *case_text, const char *dir)
                   sizeof canon - 1);
     goto done;
   }
-  s = case_generate(c, &b);
+  s = export_generate(c, &b, &bwd);
   if (s.code == TBE_OK)
-    s = tbe_batch_validate(&b);
-  const ref_bwd_config *cfg = &case_knobs(c)->bwd;
-  export_bwd bwd = {cfg, NULL, NULL};
-  if (s.code == TBE_OK && cfg->opt.kind != REF_OPT_NONE) {
-    tbe_layout l;
-    s = tbe_layout_init(&l, &b);
-    if (s.code == TBE_OK)
-      s = case_generate_backward(c, &b, &l, &grad, &momentum);
-    tbe_layout_free(&l);
-    bwd.grad_output = grad;
-    bwd.momentum = momentum;
-  }
-  if (s.code == TBE_OK)
-    s = export_batch_bwd(&b, canon, case_bounds(c),
-                         cfg->opt.kind != REF_OPT_NONE ? &bwd : NULL, dir);
+    s = export_batch_bwd(&b, canon, case_bounds(c), bwd.cfg ? &bwd : NULL, dir);
 
 done:
-  free(grad);
-  free(momentum);
-  tbe_batch_free(&b);
+  export_generated_free(&b, &bwd);
   case_free(c);
   return s;
+}
+
+tbe_status export_generate(const tbe_case *c, tbe_batch *b, export_bwd *bwd)
+{
+  memset(bwd, 0, sizeof *bwd);
+  tbe_status s = case_generate(c, b);
+  if (s.code == TBE_OK)
+    s = tbe_batch_validate(b);
+  const ref_bwd_config *cfg = &case_knobs(c)->bwd;
+  if (s.code == TBE_OK && cfg->opt.kind != REF_OPT_NONE) {
+    void *grad = NULL;
+    float *momentum = NULL;
+    tbe_layout l;
+    s = tbe_layout_init(&l, b);
+    if (s.code == TBE_OK)
+      s = case_generate_backward(c, b, &l, &grad, &momentum);
+    tbe_layout_free(&l);
+    bwd->cfg = cfg;
+    bwd->grad_output = grad;
+    bwd->momentum = momentum;
+  }
+  if (s.code != TBE_OK)
+    export_generated_free(b, bwd);
+  return s;
+}
+
+void export_generated_free(tbe_batch *b, export_bwd *bwd)
+{
+  free((void *)bwd->grad_output);
+  free((void *)bwd->momentum);
+  memset(bwd, 0, sizeof *bwd);
+  tbe_batch_free(b);
 }
 
 tbe_status export_file(const char *path, const char *dir, int *count)

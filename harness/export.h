@@ -32,6 +32,7 @@
 #define HARNESS_EXPORT_H
 
 #include "backward.h"
+#include "case.h"
 #include "tbe.h"
 
 /* The backward's part of a case: its configuration and inputs. */
@@ -75,6 +76,12 @@ tbe_status export_backward_run(tbe_batch *b, const tbe_layout *l, const export_b
 tbe_status export_backward_exact(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
                                  double **w_exact, double **w_bound, double **m_exact,
                                  double **m_bound);
+
+/* Generates case c: the batch into *b and, when the case has an optimizer, its backward inputs
+ * into *bwd (cfg, malloc'd grad_output and momentum); else bwd->cfg is NULL. On failure
+ * everything is freed. Release with export_generated_free. */
+tbe_status export_generate(const tbe_case *c, tbe_batch *b, export_bwd *bwd);
+void export_generated_free(tbe_batch *b, export_bwd *bwd);
 
 /* export_batch_bwd without the backward. */
 tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir);

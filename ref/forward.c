@@ -57,17 +57,6 @@ static void store_float(void *out, tbe_dtype t, int64_t i, float v)
     ((uint16_t *)out)[i] = ref_float_to_bf16(v);
 }
 
-/* Row `row` of a 16-bit table widened to fp32 into r[0..D). */
-static void widen_row16(const uint16_t *row, tbe_dtype t, int32_t D, float *r)
-{
-  if (t == TBE_FP16)
-    for (int32_t d = 0; d < D; d++)
-      r[d] = ref_half_to_float(row[d]);
-  else
-    for (int32_t d = 0; d < D; d++)
-      r[d] = ref_bf16_to_float(row[d]);
-}
-
 /* A cursor over the positions of the bags [bag, last) of one chunk, ahead of the sums:
  * lookahead_step prefetches the row of its next position and moves on, across bag ends. */
 typedef struct {
@@ -268,8 +257,10 @@ static void none_bag(const forward_call *f, int64_t i, double *scratch, lookahea
     int64_t src = b->table_offset[j] + idx * D;
     if (b->wdtype == TBE_FP32)
       memcpy(row, (const float *)b->weights + src, sizeof(float) * (size_t)D);
+    else if (b->wdtype == TBE_FP16)
+      ref_half_to_float_row((const uint16_t *)b->weights + src, D, row);
     else
-      widen_row16((const uint16_t *)b->weights + src, b->wdtype, D, row);
+      ref_bf16_to_float_row((const uint16_t *)b->weights + src, D, row);
     for (int32_t d = 0; d < D; d++)
       store_float(f->out, b->out_dtype, p * D + d, row[d]);
   }
