@@ -99,23 +99,23 @@ static problem make_problem(uint64_t seed, const shape *sh)
   int64_t *idx = malloc(sizeof *idx * (size_t)(N + 1));
   float *psw = malloc(sizeof *psw * (size_t)(N + 1));
   tbe_layout tmp;
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = tables;
-  s.E = E;
-  s.D = D;
-  s.wdtype = sh->wd;
-  s.T = T;
-  s.map = map;
-  s.B = sh->B;
-  s.R = R;
-  s.B_vbe = Bv;
-  s.itype = TBE_I32;
-  s.N = N;
-  s.indices = idx;
-  s.offsets = off;
-  s.pool = sh->none ? TBE_POOL_NONE : sh->pool;
-  s.out_dtype = sh->od;
+  tb_spec s = {
+      .num_tables = tables,
+      .E = E,
+      .D = D,
+      .wdtype = sh->wd,
+      .T = T,
+      .map = map,
+      .B = sh->B,
+      .R = R,
+      .B_vbe = Bv,
+      .itype = TBE_I32,
+      .N = N,
+      .indices = idx,
+      .offsets = off,
+      .pool = sh->none ? TBE_POOL_NONE : sh->pool,
+      .out_dtype = sh->od,
+  };
   memset(idx, 0, sizeof *idx * (size_t)(N + 1));
   problem p;
   memset(&p, 0, sizeof p);
@@ -387,17 +387,17 @@ static void test_chunk_order(void)
   static const int32_t D[] = {1};
   static const int64_t off[] = {0, 1, 2, 3, 4, 5};
   static const int64_t idx[] = {1, 1, 1, 1, 1};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = E;
-  s.D = D;
-  s.T = 1;
-  s.B = 5;
-  s.itype = TBE_I64;
-  s.N = 5;
-  s.indices = idx;
-  s.offsets = off;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = E,
+      .D = D,
+      .T = 1,
+      .B = 5,
+      .itype = TBE_I64,
+      .N = 5,
+      .indices = idx,
+      .offsets = off,
+  };
   tbe_batch b = tb_build(&s);
   tbe_layout l;
   tbe_layout_init(&l, &b);
@@ -428,17 +428,17 @@ static void test_hand(void)
   static const int32_t D[] = {2};
   static const int64_t off[] = {0, 2, 3, 5};
   static const int64_t idx[] = {1, 3, 1, -1, 4};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = E;
-  s.D = D;
-  s.T = 1;
-  s.B = 3;
-  s.itype = TBE_I64;
-  s.N = 5;
-  s.indices = idx;
-  s.offsets = off;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = E,
+      .D = D,
+      .T = 1,
+      .B = 3,
+      .itype = TBE_I64,
+      .N = 5,
+      .indices = idx,
+      .offsets = off,
+  };
   for (int mean = 0; mean < 2; mean++) {
     s.pool = mean ? TBE_POOL_MEAN : TBE_POOL_SUM;
     tbe_batch b = tb_build(&s);
@@ -648,17 +648,17 @@ static void test_bound_approached(void)
     off[i + 1] = i + 1;
     grad[i] = i == 0 ? 1.0f : 0x1p-24f;
   }
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = E;
-  s.D = D;
-  s.T = 1;
-  s.B = N;
-  s.itype = TBE_I64;
-  s.N = N;
-  s.indices = idx;
-  s.offsets = off;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = E,
+      .D = D,
+      .T = 1,
+      .B = N,
+      .itype = TBE_I64,
+      .N = N,
+      .indices = idx,
+      .offsets = off,
+  };
   problem p;
   memset(&p, 0, sizeof p);
   p.b = tb_build(&s);

@@ -14,17 +14,17 @@ static tbe_batch example(const int64_t *offsets, const int64_t *indices, int64_t
 {
   static const int64_t E[] = {10, 20};
   static const int32_t D[] = {1, 1};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 2;
-  s.E = E;
-  s.D = D;
-  s.T = 2;
-  s.B = 3;
-  s.itype = itype;
-  s.N = N;
-  s.indices = indices;
-  s.offsets = offsets;
+  tb_spec s = {
+      .num_tables = 2,
+      .E = E,
+      .D = D,
+      .T = 2,
+      .B = 3,
+      .itype = itype,
+      .N = N,
+      .indices = indices,
+      .offsets = offsets,
+  };
   return tb_build(&s);
 }
 
@@ -194,17 +194,17 @@ static void test_repair_vs_direct(void)
     memcpy(want_off, off, sizeof off);
     memcpy(want_idx, idx, sizeof idx);
     int64_t want_w = direct_repair(want_off, B, N, want_idx, 50);
-    tb_spec s;
-    memset(&s, 0, sizeof s);
-    s.num_tables = 1;
-    s.E = E;
-    s.D = D;
-    s.T = 1;
-    s.B = (int32_t)B;
-    s.itype = trial & 1 ? TBE_I32 : TBE_I64;
-    s.N = N;
-    s.indices = idx;
-    s.offsets = off;
+    tb_spec s = {
+        .num_tables = 1,
+        .E = E,
+        .D = D,
+        .T = 1,
+        .B = (int32_t)B,
+        .itype = trial & 1 ? TBE_I32 : TBE_I64,
+        .N = N,
+        .indices = idx,
+        .offsets = off,
+    };
     tbe_batch b = tb_build(&s);
     omp_set_num_threads(1 + (trial & 2) / 2);
     int64_t w;

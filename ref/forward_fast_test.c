@@ -160,22 +160,22 @@ static tbe_batch random_batch(const int32_t *D, int32_t num_tables, tbe_dtype wd
       psw[p] = (float)ldexp((double)((int64_t)(r >> 32) % 2001 - 1000), -9);
     }
   }
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = num_tables;
-  s.E = E;
-  s.D = D;
-  s.wdtype = wd;
-  s.T = T;
-  s.map = map;
-  s.B = B;
-  s.itype = it;
-  s.N = off[total_B];
-  s.indices = idx;
-  s.offsets = off;
-  s.psw = weighted ? psw : NULL;
-  s.pool = pool;
-  s.out_dtype = od;
+  tb_spec s = {
+      .num_tables = num_tables,
+      .E = E,
+      .D = D,
+      .wdtype = wd,
+      .T = T,
+      .map = map,
+      .B = B,
+      .itype = it,
+      .N = off[total_B],
+      .indices = idx,
+      .offsets = off,
+      .psw = weighted ? psw : NULL,
+      .pool = pool,
+      .out_dtype = od,
+  };
   tbe_batch b = tb_build(&s);
   int64_t elems = b.table_offset[num_tables];
   for (int64_t e = 0; e < elems; e++) {

@@ -21,20 +21,20 @@ static tbe_batch bag_of(const int64_t *idx, int64_t L, int64_t E)
 {
   static const int32_t D[] = {64};
   int64_t off[2] = {0, L};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = &E;
-  s.D = D;
-  s.wdtype = TBE_FP16;
-  s.T = 1;
-  s.B = 1;
-  s.itype = TBE_I64;
-  s.N = L;
-  s.indices = idx;
-  s.offsets = off;
-  s.out_dtype = TBE_FP32;
-  s.weight_fn = w_rows;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = &E,
+      .D = D,
+      .wdtype = TBE_FP16,
+      .T = 1,
+      .B = 1,
+      .itype = TBE_I64,
+      .N = L,
+      .indices = idx,
+      .offsets = off,
+      .out_dtype = TBE_FP32,
+      .weight_fn = w_rows,
+  };
   return tb_build(&s);
 }
 
@@ -115,20 +115,20 @@ static void test_bound(void)
       idx[p] = (x >> 58) == 0 ? -1 : (int64_t)((x >> 20) % 50);
     }
   }
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = &E;
-  s.D = D;
-  s.wdtype = TBE_FP16;
-  s.T = 1;
-  s.B = 100;
-  s.itype = TBE_I64;
-  s.N = off[100];
-  s.indices = idx;
-  s.offsets = off;
-  s.out_dtype = TBE_FP32;
-  s.weight_fn = w_rows;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = &E,
+      .D = D,
+      .wdtype = TBE_FP16,
+      .T = 1,
+      .B = 100,
+      .itype = TBE_I64,
+      .N = off[100],
+      .indices = idx,
+      .offsets = off,
+      .out_dtype = TBE_FP32,
+      .weight_fn = w_rows,
+  };
   for (int mean = 0; mean < 2; mean++) {
     s.pool = mean ? TBE_POOL_MEAN : TBE_POOL_SUM;
     tbe_batch b = tb_build(&s);

@@ -30,18 +30,18 @@ static tb_spec spec2(const int64_t *off, const int64_t *idx, int64_t N)
 {
   static const int64_t E[] = {5, 6};
   static const int32_t D[] = {2, 3};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 2;
-  s.E = E;
-  s.D = D;
-  s.T = 2;
-  s.B = 2;
-  s.itype = TBE_I64;
-  s.N = N;
-  s.offsets = off;
-  s.indices = idx;
-  s.weight_fn = w_small;
+  tb_spec s = {
+      .num_tables = 2,
+      .E = E,
+      .D = D,
+      .T = 2,
+      .B = 2,
+      .itype = TBE_I64,
+      .N = N,
+      .offsets = off,
+      .indices = idx,
+      .weight_fn = w_small,
+  };
   return s;
 }
 
@@ -111,20 +111,20 @@ static tbe_batch one_bag(tbe_dtype wdtype, tbe_dtype out, const int64_t *idx, in
   static const int64_t E[] = {8};
   static const int32_t D[] = {1};
   int64_t off[2] = {0, L};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = E;
-  s.D = D;
-  s.wdtype = wdtype;
-  s.T = 1;
-  s.B = 1;
-  s.itype = TBE_I32;
-  s.N = L;
-  s.indices = idx;
-  s.offsets = off;
-  s.out_dtype = out;
-  s.weight_fn = w_rows;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = E,
+      .D = D,
+      .wdtype = wdtype,
+      .T = 1,
+      .B = 1,
+      .itype = TBE_I32,
+      .N = L,
+      .indices = idx,
+      .offsets = off,
+      .out_dtype = out,
+      .weight_fn = w_rows,
+  };
   return tb_build(&s);
 }
 
@@ -193,19 +193,19 @@ static void test_vbe(void)
   static const int32_t Bv[] = {1, 2, 3, 1};
   static const int64_t off[] = {0, 1, 2, 3, 4, 5, 6, 7};
   static const int64_t idx[] = {0, 1, 2, 3, 4, 0, 1};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 2;
-  s.E = E;
-  s.D = D;
-  s.T = 2;
-  s.R = 2;
-  s.B_vbe = Bv;
-  s.itype = TBE_I64;
-  s.N = 7;
-  s.indices = idx;
-  s.offsets = off;
-  s.weight_fn = w_small;
+  tb_spec s = {
+      .num_tables = 2,
+      .E = E,
+      .D = D,
+      .T = 2,
+      .R = 2,
+      .B_vbe = Bv,
+      .itype = TBE_I64,
+      .N = 7,
+      .indices = idx,
+      .offsets = off,
+      .weight_fn = w_small,
+  };
   tbe_batch b = tb_build(&s);
   tbe_layout l;
   float *out = run(&b, &l);
@@ -235,21 +235,21 @@ static void test_none(void)
   static const int32_t D[] = {2, 2};
   static const int64_t off[] = {0, 2, 3};
   static const int64_t idx[] = {3, -1, 2};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 2;
-  s.E = E;
-  s.D = D;
-  s.T = 2;
-  s.B = 1;
-  s.itype = TBE_I64;
-  s.N = 3;
-  s.indices = idx;
-  s.offsets = off;
-  s.pool = TBE_POOL_NONE;
-  s.wdtype = TBE_BF16;
-  s.out_dtype = TBE_FP16;
-  s.weight_fn = w_small;
+  tb_spec s = {
+      .num_tables = 2,
+      .E = E,
+      .D = D,
+      .T = 2,
+      .B = 1,
+      .itype = TBE_I64,
+      .N = 3,
+      .indices = idx,
+      .offsets = off,
+      .pool = TBE_POOL_NONE,
+      .wdtype = TBE_BF16,
+      .out_dtype = TBE_FP16,
+      .weight_fn = w_small,
+  };
   tbe_batch b = tb_build(&s);
   tbe_layout l;
   uint16_t *out = run(&b, &l);
@@ -299,23 +299,23 @@ static tbe_batch random_batch(uint64_t seed, tbe_dtype wd, tbe_dtype od, tbe_poo
       psw[p] = (float)(((double)((x >> 8) & 0xFFFFFF) - 0x800000) * 0x1p-22);
     }
   }
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 3;
-  s.E = E;
-  s.D = D;
-  s.wdtype = wd;
-  s.T = T;
-  s.map = map;
-  s.B = B;
-  s.itype = TBE_I64;
-  s.N = off[T * B];
-  s.indices = idx;
-  s.offsets = off;
-  s.psw = weighted ? psw : NULL;
-  s.pool = pool;
-  s.out_dtype = od;
-  s.weight_fn = w_random;
+  tb_spec s = {
+      .num_tables = 3,
+      .E = E,
+      .D = D,
+      .wdtype = wd,
+      .T = T,
+      .map = map,
+      .B = B,
+      .itype = TBE_I64,
+      .N = off[T * B],
+      .indices = idx,
+      .offsets = off,
+      .psw = weighted ? psw : NULL,
+      .pool = pool,
+      .out_dtype = od,
+      .weight_fn = w_random,
+  };
   return tb_build(&s);
 }
 

@@ -13,17 +13,17 @@ static const int64_t idx0[] = {0};
 
 static tb_spec base_spec(const int64_t *offsets)
 {
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 2;
-  s.E = E2;
-  s.D = D48;
-  s.T = 2;
-  s.B = 1;
-  s.itype = TBE_I64;
-  s.N = 1;
-  s.indices = idx0;
-  s.offsets = offsets;
+  tb_spec s = {
+      .num_tables = 2,
+      .E = E2,
+      .D = D48,
+      .T = 2,
+      .B = 1,
+      .itype = TBE_I64,
+      .N = 1,
+      .indices = idx0,
+      .offsets = offsets,
+  };
   return s;
 }
 

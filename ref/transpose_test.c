@@ -30,18 +30,18 @@ static void test_hand(void)
   static const int32_t map[] = {0, 1, 0};
   static const int64_t off[] = {0, 3, 4, 6, 6, 8, 10};
   static const int64_t idx[] = {2, 0, -1, 2, 1, 1, 0, -1, 3, 2};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 2;
-  s.E = E;
-  s.D = D;
-  s.T = 3;
-  s.map = map;
-  s.B = 2;
-  s.itype = TBE_I32;
-  s.N = 10;
-  s.indices = idx;
-  s.offsets = off;
+  tb_spec s = {
+      .num_tables = 2,
+      .E = E,
+      .D = D,
+      .T = 3,
+      .map = map,
+      .B = 2,
+      .itype = TBE_I32,
+      .N = 10,
+      .indices = idx,
+      .offsets = off,
+  };
   tbe_batch b = tb_build(&s);
   tbe_layout l;
   ref_transpose tr;
@@ -232,17 +232,17 @@ static void test_errors(void)
   static const int32_t D[] = {1};
   static const int64_t off[] = {0, 2, 4};
   int64_t idx[] = {0, 1, 3, 2};
-  tb_spec s;
-  memset(&s, 0, sizeof s);
-  s.num_tables = 1;
-  s.E = E;
-  s.D = D;
-  s.T = 1;
-  s.B = 2;
-  s.itype = TBE_I64;
-  s.N = 4;
-  s.indices = idx;
-  s.offsets = off;
+  tb_spec s = {
+      .num_tables = 1,
+      .E = E,
+      .D = D,
+      .T = 1,
+      .B = 2,
+      .itype = TBE_I64,
+      .N = 4,
+      .indices = idx,
+      .offsets = off,
+  };
   idx[2] = 4; /* past E */
   tbe_batch b = tb_build(&s);
   tbe_layout l;
