@@ -26,6 +26,7 @@
 #include "detmath.h"
 #include "gen.h"
 #include "prng.h"
+#include "speed.h"
 
 /* PRNG streams; each quantity has its own so that changing one key leaves the others' draws */
 enum {
@@ -445,7 +446,7 @@ static tbe_status gen_weights(gen *g)
   tbe_batch *b = g->b;
   int64_t total = b->table_offset[b->num_tables];
   size_t elem = tbe_dtype_size(b->wdtype);
-  b->weights = malloc(tbe_mul_size((size_t)(total ? total : 1), elem));
+  b->weights = ref_alloc_rows(tbe_mul_size((size_t)(total ? total : 1), elem));
   if (!b->weights)
     return tbe_error(TBE_ENOMEM, "weights", -1, "cannot allocate %lld weights",
                      (long long)total);

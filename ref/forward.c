@@ -31,6 +31,7 @@
 #endif
 
 #include "half.h"
+#include "speed.h"
 
 #define CHUNK_BAGS 64     /* bags per OpenMP work item; the lookahead restarts per chunk */
 #define PREFETCH_ROWS 16  /* positions the lookahead runs ahead of the sums */
@@ -143,8 +144,7 @@ add_row16_avx2(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const fl
 static row16_fn pick_row16(void)
 {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-      __builtin_cpu_supports("fma"))
+  if (ref_cpu_avx2_fma_f16c())
     return add_row16_avx2;
 #endif
   return add_row16;

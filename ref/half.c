@@ -11,6 +11,7 @@
  * the lowest kept bit, drop 16 bits: ties to even, carries into the exponent up to Inf).
  */
 #include "half.h"
+#include "speed.h"
 
 #include <string.h>
 
@@ -137,7 +138,7 @@ __attribute__((target("avx2,f16c"))) static void float_to_half_f16c(const float 
 
 static int half_has_f16c(void)
 {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return ref_cpu_avx2_fma_f16c();
 }
 #endif
 

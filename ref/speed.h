@@ -12,12 +12,38 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define REF_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define REF_CLONES
 #endif
+
+/* Does this CPU (and OS) run AVX2 + FMA + F16C code? Read from cpuid and xgetbv, since
+ * __builtin_cpu_supports("f16c") is not known to every compiler (clang 14). */
+static inline int ref_cpu_avx2_fma_f16c(void)
+{
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return 0;
+  const unsigned fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+  if ((c & (fma | osxsave | avx | f16c)) != (fma | osxsave | avx | f16c))
+    return 0;
+  unsigned xcr0, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0 & 6u) != 6u) /* the OS saves SSE and AVX state */
+    return 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+    return 0;
+  return (b >> 5) & 1u; /* AVX2 */
+#else
+  return 0;
+#endif
+}
 
 /* Work items (elements, bags, entries, runs) under which starting threads costs more than it
  * saves; a waiting OpenMP thread spins, so tiny parallel regions are slow on a busy machine. */
@@ -39,6 +65,15 @@ static inline void *ref_alloc_big(size_t bytes)
     madvise(p, n ? n : REF_HUGE_PAGE, MADV_HUGEPAGE);
 #endif
   return p;
+}
+
+/* malloc for tables read a row at a time at random (embedding weights): cache-line aligned, so a
+ * 256-byte row spans 4 lines, not 5; large ones go through ref_alloc_big. Free with free(). */
+static inline void *ref_alloc_rows(size_t bytes)
+{
+  if (bytes >= REF_HUGE_PAGE)
+    return ref_alloc_big(bytes);
+  return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
 }
 
 #endif
