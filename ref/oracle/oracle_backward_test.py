@@ -21,16 +21,9 @@ except ImportError as e:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tbe_oracle as oracle  # noqa: E402
 import tbe_oracle_backward as bwd  # noqa: E402
+from oracle_test import exact_round_f32 as rne32  # noqa: E402
 
 f32 = np.float32
-
-
-def rne32(x):
-    """The fp32 value nearest the Fraction x (ties to even), by exact comparison."""
-    g = f32(float(x))
-    cands = [np.nextafter(g, f32(-np.inf)), g, np.nextafter(g, f32(np.inf))]
-    return min(cands, key=lambda v: (abs(Fraction(float(v)) - x),
-                                     int(np.array(v).view(np.uint32)) & 1))
 
 
 def manifest(E, D, opt="sgd", lr=1.0, pool="sum", wdtype="fp32", out_dtype="fp32", B=1, T=None,
