@@ -27,11 +27,8 @@ grep -E "FAIL|failures|Test +#|tests passed|small-table path:|vs reference:" "$O
 for arg in "$@"; do
   case "$arg" in
     sanitize)
-      for tool in memcheck racecheck; do
-        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
-          build-gpu/gpu/gpu_forward_test cases/smoke.cases >"$OUT/sanitizer-$tool.log" 2>&1
-        echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|failures' "$OUT/sanitizer-$tool.log" | tr '\n' ' '))"
-      done ;;
+      ctest --test-dir build-gpu -L sanitizer -V >"$OUT/sanitizer.log" 2>&1
+      echo "ctest -L sanitizer: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests passed' "$OUT/sanitizer.log" | tr '\n' ' '))" ;;
     bench)
       build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt"
       python3 bench/torch_peer.py | tee "$OUT/torch.txt" ;;
