@@ -6,6 +6,7 @@
  * with |r| <= ln2/2 (ln2 split in hi + lo so k*hi is exact), e^r by its Taylor series to r^14,
  * then scaled by 2^k through the exponent bits. log1p and expm1 avoid cancellation near 0.
  */
+#include "bits.h"
 #include "detmath.h"
 
 #include <math.h>
@@ -18,22 +19,8 @@
 #define INV_LN2 1.44269504088896338700e+00
 #define SQRT2 1.41421356237309504880
 
-static double from_bits(uint64_t u)
-{
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
-
-static uint64_t to_bits(double d)
-{
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-
 /* 2^k for -1022 <= k <= 1023, exact */
-static double pow2i(int k) { return from_bits((uint64_t)(k + 1023) << 52); }
+static double pow2i(int k) { return ref_bits_f64((uint64_t)(k + 1023) << 52); }
 
 double det_log(double x)
 {
@@ -48,9 +35,9 @@ double det_log(double x)
     x *= 0x1p54;
     k = -54;
   }
-  uint64_t u = to_bits(x);
+  uint64_t u = ref_f64_bits(x);
   k += (int)(u >> 52) - 1023;
-  double m = from_bits((u & UINT64_C(0xFFFFFFFFFFFFF)) | (UINT64_C(1023) << 52)); /* [1, 2) */
+  double m = ref_bits_f64((u & UINT64_C(0xFFFFFFFFFFFFF)) | (UINT64_C(1023) << 52)); /* [1, 2) */
   if (m > SQRT2) {
     m *= 0.5;
     k++;

@@ -10,6 +10,7 @@
  * the quiet NaN narrow_double gives), bf16 by integer rounding of the fp32 bits (add 0x7FFF plus
  * the lowest kept bit, drop 16 bits: ties to even, carries into the exponent up to Inf).
  */
+#include "bits.h"
 #include "half.h"
 #include "speed.h"
 
@@ -20,30 +21,23 @@
 #define HALF_F16C 1
 #endif
 
-static float bits_to_float(uint32_t u)
-{
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 float ref_half_to_float(uint16_t h)
 {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t man = h & 0x3FFu;
   if (exp == 0x1F) /* Inf, or NaN: payload kept in the top bits, quieted like F16C and GCC do */
-    return bits_to_float(sign | 0x7F800000u | (man << 13) | (man ? 0x400000u : 0u));
+    return ref_bits_f32(sign | 0x7F800000u | (man << 13) | (man ? 0x400000u : 0u));
   if (exp == 0) {
     /* zero or subnormal: man * 2^-24, exact in fp32 */
     float v = (float)man * 0x1p-24f;
     return sign ? -v : v;
   }
-  return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+  return ref_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
 /* The plain shift every bf16 implementation uses: a signalling bf16 NaN stays signalling. */
-float ref_bf16_to_float(uint16_t h) { return bits_to_float((uint32_t)h << 16); }
+float ref_bf16_to_float(uint16_t h) { return ref_bits_f32((uint32_t)h << 16); }
 
 /* Round |x| (finite, nonzero, given by its double bits) to a format with `man_bits` fraction bits
  * and exponent bias `bias` with `exp_bits` exponent bits. Returns the magnitude bits. */

@@ -12,36 +12,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bits.h"
 #include "half.h"
 #include "test_util.h"
 
 /* Random draws per randomized comparison; a few seconds in all. */
 #define RANDOM_DRAWS (1u << 23)
-
-static uint32_t f2u(float f)
-{
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-static float u2f(uint32_t u)
-{
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-static uint64_t d2u(double d)
-{
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-static double u2d(uint64_t u)
-{
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -124,13 +100,13 @@ static float float_round_to_odd(double x)
     return f;
   if (fabs((double)f) > fabs(x))
     f = nextafterf(f, 0.0f);
-  return u2f(f2u(f) | 1u);
+  return ref_bits_f32(ref_f32_bits(f) | 1u);
 }
 
 /* fp32 -> bf16, round to nearest even, by the integer-add trick (no shifts of a significand). */
 static uint16_t bf16_from_float_int(float f)
 {
-  uint32_t u = f2u(f);
+  uint32_t u = ref_f32_bits(f);
   if (isnan(f))
     return (uint16_t)((u >> 16) | 0x40u);
   return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
@@ -177,9 +153,9 @@ static void check_widen_bits(void)
   for (uint32_t i = 0; i <= 0xFFFF; i++) {
     uint16_t h = (uint16_t)i;
     float a = ref_half_to_float(h), g = gcc_half_to_float(h);
-    CHECK(f2u(a) == f2u(g), "fp16 0x%04X widens to 0x%08X, GCC 0x%08X", h, f2u(a), f2u(g));
-    CHECK(f2u(ref_bf16_to_float(h)) == i << 16, "bf16 0x%04X widens to 0x%08X", h,
-          f2u(ref_bf16_to_float(h)));
+    CHECK(ref_f32_bits(a) == ref_f32_bits(g), "fp16 0x%04X widens to 0x%08X, GCC 0x%08X", h, ref_f32_bits(a), ref_f32_bits(g));
+    CHECK(ref_f32_bits(ref_bf16_to_float(h)) == i << 16, "bf16 0x%04X widens to 0x%08X", h,
+          ref_f32_bits(ref_bf16_to_float(h)));
   }
 }
 
@@ -221,11 +197,11 @@ static void check_specials(const format *f)
   CHECK(f->from_double(NAN) == qnan, "%s NaN is the quiet NaN", f->name);
   CHECK(f->from_double(-NAN) == (qnan | 0x8000), "%s -NaN keeps its sign", f->name);
   /* a signalling NaN with payload only in the low bits must not become Inf */
-  double snan = u2d(0x7FF0000000000001ull), nsnan = u2d(0xFFF0000000000001ull);
+  double snan = ref_bits_f64(0x7FF0000000000001ull), nsnan = ref_bits_f64(0xFFF0000000000001ull);
   CHECK(is_nan16(f, f->from_double(snan)) && !(f->from_double(snan) >> 15), "%s sNaN", f->name);
   CHECK(is_nan16(f, f->from_double(nsnan)) && (f->from_double(nsnan) >> 15), "%s -sNaN",
         f->name);
-  CHECK(is_nan16(f, f->from_float(u2f(0x7F800001u))), "%s fp32 sNaN", f->name);
+  CHECK(is_nan16(f, f->from_float(ref_bits_f32(0x7F800001u))), "%s fp32 sNaN", f->name);
 
   /* overflow boundary: the largest finite value, the midpoint to 2^(emax+1), around it */
   double max = value16(f, f->max_finite);
@@ -252,8 +228,8 @@ static void check_half_overflow_literals(void)
   CHECK(ref_double_to_half(ldexp(3, -25)) == 0x0002, "1.5 min subnormal ties to 0x0002");
   CHECK(ref_double_to_half(ldexp(0x7FF, -25)) == 0x0400, "0x3FF.8 * 2^-24 rounds to min normal");
   CHECK(ref_double_to_bf16(FLT_MAX) == 0x7F80, "bf16 FLT_MAX overflows (above the midpoint)");
-  CHECK(ref_float_to_bf16(u2f(0x7F7F8000u)) == 0x7F80, "bf16 overflow midpoint is Inf");
-  CHECK(ref_float_to_bf16(u2f(0x7F7F7FFFu)) == 0x7F7F, "bf16 just below overflow midpoint");
+  CHECK(ref_float_to_bf16(ref_bits_f32(0x7F7F8000u)) == 0x7F80, "bf16 overflow midpoint is Inf");
+  CHECK(ref_float_to_bf16(ref_bits_f32(0x7F7F7FFFu)) == 0x7F7F, "bf16 just below overflow midpoint");
 }
 
 /* The spec's double-rounding examples: one rounding from fp64 differs from rounding via fp32. */
@@ -348,19 +324,19 @@ static double random_double(const format *f, uint64_t *s)
   uint64_t man = splitmix64(s) & 0xFFFFFFFFFFFFFull;
   switch ((r >> 1) & 3) {
   case 0:
-    return u2d(splitmix64(s));
+    return ref_bits_f64(splitmix64(s));
   case 1:
-    return u2d(sign | ((uint64_t)(e + 1023) << 52) | man);
+    return ref_bits_f64(sign | ((uint64_t)(e + 1023) << 52) | man);
   case 2: {
     int keep = f->man_bits + 1 + (int)((r >> 40) % 4);
     man &= ~((1ull << (52 - keep)) - 1);
-    return u2d(sign | ((uint64_t)(e + 1023) << 52) | man);
+    return ref_bits_f64(sign | ((uint64_t)(e + 1023) << 52) | man);
   }
   default: {
     uint16_t h = (uint16_t)(splitmix64(s) % f->max_finite);
     double lo = value16(f, h), mid = lo + (value16(f, (uint16_t)(h + 1)) - lo) / 2;
     int64_t k = (int64_t)((r >> 40) % 9) - 4;
-    return u2d(d2u(mid) + (uint64_t)k) * (sign ? -1.0 : 1.0);
+    return ref_bits_f64(ref_f64_bits(mid) + (uint64_t)k) * (sign ? -1.0 : 1.0);
   }
   }
 }
@@ -373,7 +349,7 @@ static void check_random(const format *f, uint64_t seed)
     compare_double(f, x);
     /* the fp32 path, on x rounded to fp32 and on random fp32 patterns */
     compare_float(f, (float)x);
-    compare_float(f, u2f((uint32_t)splitmix64(&s)));
+    compare_float(f, ref_bits_f32((uint32_t)splitmix64(&s)));
   }
 }
 
@@ -395,7 +371,7 @@ static void check_rows(void)
     int bad = 0;
     for (uint32_t i = 0; i < 65536; i++) {
       float want = k ? ref_bf16_to_float(h[i]) : ref_half_to_float(h[i]);
-      bad += f2u(got[i]) != f2u(want);
+      bad += ref_f32_bits(got[i]) != ref_f32_bits(want);
     }
     CHECK(bad == 0, "%s widening rows: %d patterns differ", k ? "bf16" : "fp16", bad);
   }
@@ -410,9 +386,9 @@ static void check_rows(void)
       f[8 * i + 2] = nextafterf(mid, -INFINITY);
       f[8 * i + 3] = nextafterf(mid, INFINITY);
       f[8 * i + 4] = nextafterf(v, INFINITY);
-      f[8 * i + 5] = u2f((uint32_t)splitmix64(&s));
-      f[8 * i + 6] = u2f(0x7F800000u | (uint32_t)(splitmix64(&s) & 0x807FFFFFu)); /* NaN, Inf */
-      f[8 * i + 7] = u2f((uint32_t)splitmix64(&s) & 0x80FFFFFFu); /* tiny and subnormal */
+      f[8 * i + 5] = ref_bits_f32((uint32_t)splitmix64(&s));
+      f[8 * i + 6] = ref_bits_f32(0x7F800000u | (uint32_t)(splitmix64(&s) & 0x807FFFFFu)); /* NaN, Inf */
+      f[8 * i + 7] = ref_bits_f32((uint32_t)splitmix64(&s) & 0x80FFFFFFu); /* tiny and subnormal */
     }
     for (int64_t len = N; len > N - 9; len--) {
       if (k)
