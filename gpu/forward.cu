@@ -8,12 +8,15 @@
  * MEAN multiplies by 1/L in the same precision, and the store rounds once. Loads run ahead of
  * the adds (GATHER_WIDTH rows in flight) without changing that order.
  *
- * Work split: a program is one warp. It covers BAGS_PER_PROGRAM consecutive bags of every
- * feature in its launch (a loop over features inside the program, not a B x T grid). A bag's
- * row is cut into chunks of VB bytes (16 where D and the table's offset allow); G lanes (a power
- * of two <= 32) share a bag, so 32/G bags run side by side in a warp; a row longer than 64 chunks
- * is split into column tiles (grid y). Features are bucketed by (VB, G, tiles), one launch per
- * bucket: dimension bucketing.
+ * Work split: a program is a group of G lanes (a power of two, GATHER_WIDTH <= G <= 32; 32/G
+ * groups per warp) covering BAGS_PER_PROGRAM consecutive bags of every feature in its launch,
+ * one bag after the other (a loop over features inside the program, not a B x T grid). A bag's
+ * row is cut into chunks of VB bytes (16 where D and the table's offset allow), one per lane; a
+ * row longer than 64 chunks is split into column tiles (grid y). The group reads the bag's
+ * indices G at a time, one per lane (coalesced), one window ahead, and passes the row pointers
+ * around through shared memory, so GATHER_WIDTH row loads are in flight without a load of an
+ * index in front of each.
+ * Features are bucketed by (VB, G, tiles), one launch per bucket: dimension bucketing.
  */
 #include <algorithm>
 #include <vector>
@@ -40,10 +43,8 @@ template <> struct wt<TBE_FP32> {
   {
     return __fma_rn((double)w, r, a);
   }
-  static __device__ __forceinline__ double scale(double a, int64_t L)
-  {
-    return __dmul_rn(a, __ddiv_rn(1.0, __ll2double_rn(L)));
-  }
+  static __device__ __forceinline__ double inv(int64_t L) { return __ddiv_rn(1.0, __ll2double_rn(L)); }
+  static __device__ __forceinline__ double mul(double a, double s) { return __dmul_rn(a, s); }
 };
 template <> struct wt<TBE_FP16> {
   typedef uint16_t S;
@@ -57,10 +58,8 @@ template <> struct wt<TBE_FP16> {
   {
     return __fmaf_rn(w, r, a);
   }
-  static __device__ __forceinline__ float scale(float a, int64_t L)
-  {
-    return __fmul_rn(a, __fdiv_rn(1.0f, __ll2float_rn(L)));
-  }
+  static __device__ __forceinline__ float inv(int64_t L) { return __fdiv_rn(1.0f, __ll2float_rn(L)); }
+  static __device__ __forceinline__ float mul(float a, float s) { return __fmul_rn(a, s); }
 };
 template <> struct wt<TBE_BF16> : wt<TBE_FP16> {
   static __device__ __forceinline__ float widen(uint16_t x)
@@ -117,14 +116,83 @@ __device__ __forceinline__ bool fatal_stop(const gather_launch &g)
          (g.state->first_bad_bag != ~0ull || (!g.fused && g.state->first_bad_index != ~0ull));
 }
 
+/* Output element conversions, one rounding each (fp64 narrows to 16 bits in one step). */
+__device__ __forceinline__ float out_f32(float v) { return v; }
+__device__ __forceinline__ float out_f32(double v) { return __double2float_rn(v); }
+__device__ __forceinline__ uint32_t out_16(float v, tbe_dtype t)
+{
+  return t == TBE_FP16 ? __half_as_ushort(__float2half_rn(v))
+                       : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ uint32_t out_16(double v, tbe_dtype t)
+{
+  return t == TBE_FP16 ? __half_as_ushort(__double2half(v))
+                       : __bfloat16_as_ushort(__double2bfloat16(v));
+}
+
+/* Stores a lane's chunk of VE (1, 4 or 8) consecutive output columns at element i: 16- or
+ * 8-byte vector stores when `vec` (the chunk lies inside the row and i is aligned to the
+ * vector), else element by element for the first n columns. */
+template <int VE, typename A>
+__device__ __forceinline__ void store_chunk(void *out, tbe_dtype t, int64_t i, const A (&v)[VE],
+                                            int n, bool vec)
+{
+  static_assert(VE == 1 || VE == 4 || VE == 8, "chunks are one element or 16 bytes");
+  if constexpr (VE > 1) {
+    if (vec && t == TBE_FP32) {
+#pragma unroll
+      for (int e = 0; e < VE; e += 4)
+        *(float4 *)((float *)out + i + e) = make_float4(out_f32(v[e]), out_f32(v[e + 1]),
+                                                        out_f32(v[e + 2]), out_f32(v[e + 3]));
+      return;
+    }
+    if (vec) {
+      uint32_t w[VE / 2];
+#pragma unroll
+      for (int e = 0; e < VE; e += 2)
+        w[e / 2] = out_16(v[e], t) | out_16(v[e + 1], t) << 16;
+      if constexpr (VE == 8)
+        *(uint4 *)((uint16_t *)out + i) = make_uint4(w[0], w[1], w[2], w[3]);
+      else
+        *(uint2 *)((uint16_t *)out + i) = make_uint2(w[0], w[1]);
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < VE; e++)
+    if (e < n)
+      st_out(out, t, i + e, v[e]);
+}
+
 /* Blocks per SM the register budget aims at: rows in flight cost registers (VB*GW*CPT bytes per
- * lane), so wider kernels trade occupancy for loads in flight. */
+ * lane), so wider kernels trade occupancy for loads in flight. Measured on the H200 (F1-F4, S1):
+ * the narrow shape at 64 registers (8 blocks) beats 56 (spills) by 5% to 15% and 40 by up to
+ * 1.8x; the plain gather kernel fits in 40 only because it has no features, VBE or checks. */
 template <int VB, int CPT, int GW>
 constexpr int min_blocks()
 {
   return VB * GW * CPT <= 64 ? 8 : VB * GW * CPT <= 128 ? 5 : 3;
 }
 
+/* Loads index p and its weight into idx, pw when p < end (else leaves them). */
+template <tbe_itype IT, bool WEIGHTED, bool FUSED>
+__device__ __forceinline__ void prefetch(const dev_batch &b, int64_t p, int64_t end,
+                                         int64_t &idx, float &pw)
+{
+  if (p < end) {
+    idx = load_index<IT>(b.indices, p, FUSED);
+    if (WEIGHTED)
+      pw = __ldg(b.psw + p);
+  }
+}
+
+/* Each group of G lanes takes a bag; the bag's positions are read in windows of G: lane li
+ * loads index w + li (coalesced, one window ahead), checks it when fused (so each position is
+ * checked once, by the lane that loaded it), and turns it into its row's address, which it
+ * leaves in shared memory; the group then gathers the window's rows GW at a time and adds them in
+ * position order. G >= GW (both powers of two), so a window holds whole groups of GW.
+ * Feature fields are read from g.features where they are used rather than kept in registers:
+ * registers are what limits the warps, and so the loads, in flight. */
 template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool WEIGHTED, bool FUSED>
 __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
     gather_kernel(dev_batch b, gather_launch g)
@@ -137,86 +205,127 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
     R raw;
     S s[VE];
   };
+  __shared__ __align__(16) const S *s_row[4][32]; /* a window's rows, NULL: none */
+  __shared__ __align__(16) float s_pw[WEIGHTED ? 4 : 1][32];
   if (fatal_stop(g))
     return;
-  const int lane = threadIdx.x & 31;
-  const int slots = 32 / g.G, slot = lane / g.G, li = lane % g.G;
-  const int64_t b0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32) * g.bpp;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int G = g.G, li = lane % G, lane0 = lane - li;
+  const unsigned mask = G == 32 ? 0xffffffffu : ((1u << G) - 1) << lane0;
+  const int64_t b0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G) * g.bpp;
   const int c0 = (int)blockIdx.y * g.tile_chunks + li;
-  const bool owner = li == 0 && blockIdx.y == 0;
   unsigned long long invalid = 0;
 
   const int f_end = min(g.nfeat, ((int)blockIdx.z + 1) * g.feat_per_chunk);
   for (int fi = (int)blockIdx.z * g.feat_per_chunk; fi < f_end; fi++) {
-    const feat_info f = g.features[fi];
-    if (b0 >= f.Bt)
+    const feat_info *f = g.features + fi;
+    const int64_t bag0 = f->bag0, bag_end = bag0 + min(b0 + g.bpp, f->Bt);
+    const int32_t D = f->D;
+    const S *table = (const S *)b.weights + f->table;
+    const int chunks = D / VE + (D % VE != 0);
+    bool has[CPT];
+#pragma unroll
+    for (int k = 0; k < CPT; k++)
+      has[k] = c0 + k * G < chunks;
+    int64_t bag = bag0 + b0;
+    if (bag >= bag_end)
       continue;
-    const S *table = (const S *)b.weights + f.table;
-    const int chunks = f.D / VE + (f.D % VE != 0);
-    for (int s0 = 0; s0 < g.bpp; s0 += slots) {
-      const int64_t bb = b0 + s0 + slot;
-      if (s0 + slot >= g.bpp || bb >= f.Bt)
-        continue;
-      const int64_t bag = f.bag0 + bb;
-      const int64_t start = load_index<IT>(b.offsets, bag, false);
-      const int64_t end = load_index<IT>(b.offsets, bag + 1, false);
+    int64_t start = load_index<IT>(b.offsets, bag, false);
+    int64_t end = load_index<IT>(b.offsets, bag + 1, false);
+    /* this lane's index (and weight) of the next window, loaded one window ahead so that its
+     * latency hides behind the current window's rows; the next window may be the next bag's */
+    int64_t nidx = 0;
+    float npw = 0.0f;
+    prefetch<IT, WEIGHTED, FUSED>(b, start + li, end, nidx, npw);
+    for (; bag < bag_end; bag++) {
+      const int64_t next_end = bag + 1 < bag_end ? load_index<IT>(b.offsets, bag + 2, false) : end;
+      if (start >= end) /* no window to prefetch the next bag's from */
+        prefetch<IT, WEIGHTED, FUSED>(b, end + li, next_end, nidx, npw);
       A acc[CPT][VE];
 #pragma unroll
       for (int k = 0; k < CPT; k++)
 #pragma unroll
         for (int e = 0; e < VE; e++)
           acc[k][e] = 0;
-      /* phases per group of GW positions: load the indices, check them (fused), issue the row
-       * loads, then add in position order; no store sits between the loads */
-      for (int64_t p = start; p < end; p += GW) {
-        int64_t idx[GW];
-#pragma unroll
-        for (int q = 0; q < GW; q++)
-          idx[q] = p + q < end ? load_index<IT>(b.indices, p + q, FUSED) : -1;
-        if (FUSED)
-#pragma unroll
-          for (int q = 0; q < GW; q++)
-            if (p + q < end)
-              idx[q] = fused_check(b.indices, b.itype, g.mode, g.state, p + q, idx[q], f.E, owner, invalid);
-        chunk rows[GW][CPT];
-#pragma unroll
-        for (int q = 0; q < GW; q++)
-#pragma unroll
-          for (int k = 0; k < CPT; k++)
-            if (idx[q] != -1 && c0 + k * g.G < chunks)
-              rows[q][k].raw = __ldg((const R *)(table + idx[q] * f.D) + c0 + k * g.G);
-        float w[WEIGHTED ? GW : 1];
-        if (WEIGHTED)
-#pragma unroll
-          for (int q = 0; q < GW; q++)
-            w[WEIGHTED ? q : 0] = p + q < end ? __ldg(b.psw + p + q) : 0.0f;
-#pragma unroll
-        for (int q = 0; q < GW; q++) {
-          if (idx[q] == -1)
-            continue;
-#pragma unroll
-          for (int k = 0; k < CPT; k++)
-#pragma unroll
-            for (int e = 0; e < VE; e++) {
-              const A r = wt<WD>::widen(rows[q][k].s[e]);
-              acc[k][e] = WEIGHTED ? wt<WD>::fma(w[WEIGHTED ? q : 0], r, acc[k][e])
-                                   : wt<WD>::add(acc[k][e], r);
-            }
+      for (int64_t w = start; w < end; w += G) {
+        /* index phase: this lane's position of the window */
+        int64_t idx = nidx;
+        const float pw = npw;
+        const bool more = w + G < end;
+        prefetch<IT, WEIGHTED, FUSED>(b, (more ? w + G : end) + li, more ? end : next_end, nidx,
+                                      npw);
+        const S *row = nullptr;
+        if (w + li < end) {
+          if (FUSED)
+            idx = fused_check(b.indices, b.itype, g.mode, g.state, w + li, idx, f->E,
+                              blockIdx.y == 0, invalid);
+          if (idx != -1)
+            row = table + idx * D;
         }
-      }
-      const int64_t o = b.bag_out ? b.bag_out[bag] : bb * b.total_D + f.col0;
-      const int64_t L = end - start;
+        __syncwarp(mask);
+        s_row[warp][lane] = row;
+        if (WEIGHTED)
+          s_pw[WEIGHTED ? warp : 0][lane] = pw;
+        __syncwarp(mask);
+        /* gather phase: GW rows in flight, added in position order */
+        const int n = (int)min((int64_t)G, end - w);
+#pragma unroll 1
+        for (int j = 0; j < n; j += GW) {
+          const S *r[GW];
+          float rw[GW];
 #pragma unroll
-      for (int k = 0; k < CPT; k++)
+          for (int q = 0; q < GW; q += 2) {
+            const ulonglong2 v = *(const ulonglong2 *)&s_row[warp][lane0 + j + q];
+            r[q] = (const S *)v.x;
+            r[q + 1] = (const S *)v.y;
+          }
+          if (WEIGHTED)
 #pragma unroll
-        for (int e = 0; e < VE; e++) {
-          const int col = (c0 + k * g.G) * VE + e;
-          if (col < f.D) {
-            const A v = b.pool == TBE_POOL_MEAN && L > 0 ? wt<WD>::scale(acc[k][e], L)
-                                                          : acc[k][e];
-            st_out(b.out, b.out_dtype, o + col, v);
+            for (int q = 0; q < GW; q += 4)
+              *(float4 *)&rw[q] = *(const float4 *)&s_pw[WEIGHTED ? warp : 0][lane0 + j + q];
+          chunk rows[GW][CPT];
+#pragma unroll
+          for (int q = 0; q < GW; q++)
+#pragma unroll
+            for (int k = 0; k < CPT; k++)
+              if (r[q] && has[k])
+                rows[q][k].raw = __ldg((const R *)r[q] + c0 + k * G);
+#pragma unroll
+          for (int q = 0; q < GW; q++) {
+            if (!r[q])
+              continue;
+#pragma unroll
+            for (int k = 0; k < CPT; k++)
+#pragma unroll
+              for (int e = 0; e < VE; e++) {
+                const A x = wt<WD>::widen(rows[q][k].s[e]);
+                acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e])
+                                     : wt<WD>::add(acc[k][e], x);
+              }
           }
         }
+      }
+      const int64_t o = b.bag_out ? b.bag_out[bag] : (bag - bag0) * b.total_D + f->col0;
+      const int64_t L = end - start;
+      if (b.pool == TBE_POOL_MEAN && L > 0) {
+        const A inv = wt<WD>::inv(L);
+#pragma unroll
+        for (int k = 0; k < CPT; k++)
+#pragma unroll
+          for (int e = 0; e < VE; e++)
+            acc[k][e] = wt<WD>::mul(acc[k][e], inv);
+      }
+      const int unit = min(VE, b.out_dtype == TBE_FP32 ? 4 : 8);
+      const bool aligned = o % unit == 0;
+#pragma unroll
+      for (int k = 0; k < CPT; k++) {
+        const int col = (c0 + k * G) * VE;
+        if (has[k])
+          store_chunk<VE>(b.out, b.out_dtype, o + col, acc[k], D - col,
+                          aligned && col + VE <= D);
+      }
+      start = end;
+      end = next_end;
     }
   }
   if (g.state)
@@ -372,6 +481,7 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
   GPU_TRY(cudaMemcpy(D.data(), b.D, sizeof(int32_t) * D.size(), cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(ftm.data(), b.ftm, sizeof(int32_t) * ftm.size(), cudaMemcpyDeviceToHost));
   const int es = (int)tbe_dtype_size(b.wdtype);
+  const int width = cfg && cfg->width ? cfg->width : 4; /* 8 measured slower on the H200 */
   std::vector<bucket> buckets;
   for (int i = 0; i < n; i++) {
     const int32_t t = features[i], j = ftm[t];
@@ -379,7 +489,7 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
     bucket k;
     k.vb = wide ? 16 : es;
     const int chunks = wide ? D[j] * es / 16 : D[j];
-    k.G = std::min(32, pow2_ceil(chunks));
+    k.G = std::max(width, std::min(32, pow2_ceil(chunks)));
     k.cpt = chunks <= 32 ? 1 : 2;
     k.tiles = (chunks + k.G * k.cpt - 1) / (k.G * k.cpt);
     auto it = std::find_if(buckets.begin(), buckets.end(), [&](const bucket &x) {
@@ -409,16 +519,15 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
     g.nfeat = (int32_t)k.features.size();
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
-    g.bpp = cfg && cfg->bags ? cfg->bags : std::max(1, std::min(4, 32 / k.G));
-    const int width = cfg && cfg->width ? cfg->width : 4; /* 8 measured slower on the H200 */
+    g.bpp = cfg && cfg->bags ? cfg->bags : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
+    const int64_t warps = (programs * k.G + 31) / 32 * k.tiles;
     const int64_t fchunks =
-        std::min<int64_t>(g.nfeat, (target_warps() + programs * k.tiles - 1) /
-                                       (programs * k.tiles));
+        std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
     g.feat_per_chunk = (int32_t)((g.nfeat + fchunks - 1) / fchunks);
-    dim3 grid((unsigned)((programs + 3) / 4), (unsigned)k.tiles,
+    dim3 grid((unsigned)((programs * k.G + 127) / 128), (unsigned)k.tiles,
               (unsigned)((g.nfeat + g.feat_per_chunk - 1) / g.feat_per_chunk));
     if (b.wdtype == TBE_FP32)
       launch_bucket<TBE_FP32>(k, width, grid, b, g, stream);
