@@ -28,7 +28,7 @@ for arg in "$@"; do
   case "$arg" in
     sanitize)
       ctest --test-dir build-gpu -L sanitizer -V >"$OUT/sanitizer.log" 2>&1
-      echo "ctest -L sanitizer: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests passed' "$OUT/sanitizer.log" | tr '\n' ' '))" ;;
+      echo "ctest -L sanitizer: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|tests passed' "$OUT/sanitizer.log" | tr '\n' ' '))" ;;
     bench)
       build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt"
       python3 bench/torch_peer.py | tee "$OUT/torch.txt" ;;

@@ -207,6 +207,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
   };
   __shared__ __align__(16) const S *s_row[4][32]; /* a window's rows, NULL: none */
   __shared__ __align__(16) float s_pw[WEIGHTED ? 4 : 1][32];
+  __shared__ int64_t s_end[4][32]; /* the program's bag ends, loaded at once */
   if (fatal_stop(g))
     return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -227,18 +228,25 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
 #pragma unroll
     for (int k = 0; k < CPT; k++)
       has[k] = c0 + k * G < chunks;
-    int64_t bag = bag0 + b0;
-    if (bag >= bag_end)
+    const int64_t first = bag0 + b0;
+    if (first >= bag_end)
       continue;
-    int64_t start = load_index<IT>(b.offsets, bag, false);
-    int64_t end = load_index<IT>(b.offsets, bag + 1, false);
+    const int nb = (int)(bag_end - first); /* <= bpp <= 4 <= G */
+    const int64_t E = FUSED ? f->E : 0;
+    int64_t start = load_index<IT>(b.offsets, first, false);
+    __syncwarp(mask);
+    if (li < nb)
+      s_end[warp][lane] = load_index<IT>(b.offsets, first + 1 + li, false);
+    __syncwarp(mask);
+    int64_t end = s_end[warp][lane0];
     /* this lane's index (and weight) of the next window, loaded one window ahead so that its
      * latency hides behind the current window's rows; the next window may be the next bag's */
     int64_t nidx = 0;
     float npw = 0.0f;
     prefetch<IT, WEIGHTED, FUSED>(b, start + li, end, nidx, npw);
-    for (; bag < bag_end; bag++) {
-      const int64_t next_end = bag + 1 < bag_end ? load_index<IT>(b.offsets, bag + 2, false) : end;
+    for (int i = 0; i < nb; i++) {
+      const int64_t bag = first + i;
+      const int64_t next_end = i + 1 < nb ? s_end[warp][lane0 + i + 1] : end;
       if (start >= end) /* no window to prefetch the next bag's from */
         prefetch<IT, WEIGHTED, FUSED>(b, end + li, next_end, nidx, npw);
       A acc[CPT][VE];
@@ -257,7 +265,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
         const S *row = nullptr;
         if (w + li < end) {
           if (FUSED)
-            idx = fused_check(b.indices, b.itype, g.mode, g.state, w + li, idx, f->E,
+            idx = fused_check(b.indices, b.itype, g.mode, g.state, w + li, idx, E,
                               blockIdx.y == 0, invalid);
           if (idx != -1)
             row = table + idx * D;
@@ -519,7 +527,9 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
     g.nfeat = (int32_t)k.features.size();
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
-    g.bpp = cfg && cfg->bags ? cfg->bags : 1;
+    /* policy from the H200 sweep (bench/RESULTS.md): four bags per program hide the per-bag
+     * latency of short bags (F1-F4), one keeps more programs for long ones (S1, L = 128) */
+    g.bpp = cfg && cfg->bags ? cfg->bags : b.N < 64 * b.total_B ? 4 : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;

@@ -31,7 +31,7 @@ void ref_small_choose(const tbe_batch *b, const tbe_layout *l, int forced, unsig
     if (b1 > b0)
       mean_L = (double)(tbe_iget(b->offsets, b->itype, b1) - tbe_iget(b->offsets, b->itype, b0)) /
                (double)(b1 - b0);
-    mask[t] = (unsigned char)(ref_small_eligible(b, t) && (forced || mean_L >= 64.0));
+    mask[t] = (unsigned char)(ref_small_eligible(b, t) && (forced || mean_L >= REF_SMALL_AUTO_L));
   }
 }
 
