@@ -166,13 +166,18 @@ __device__ __forceinline__ void store_chunk(void *out, tbe_dtype t, int64_t i, c
 
 /* Blocks per SM the register budget aims at: rows in flight cost registers (VB*GW*CPT bytes per
  * lane), so wider kernels trade occupancy for loads in flight. Measured on the H200 (F1-F4, S1):
- * the narrow shape at 64 registers (8 blocks) beats 56 (spills) by 5% to 15% and 40 by up to
+ * the narrow shape at 64 registers (8 blocks) beats 56 (spills) by 5% to 26% and 40 by up to
  * 1.8x; the plain gather kernel fits in 40 only because it has no features, VBE or checks. */
 template <int VB, int CPT, int GW>
 constexpr int min_blocks()
 {
   return VB * GW * CPT <= 64 ? 8 : VB * GW * CPT <= 128 ? 5 : 3;
 }
+
+/* The row a position without one reads (-1, or past the bag's end in its last group): zeros,
+ * with weight 0, so it adds +0 to the accumulator, which leaves it unchanged (the accumulator
+ * starts at +0 and a round-to-nearest sum is never -0), and the gather needs no per-row test. */
+__device__ __align__(16) uint4 zero_row[TBE_MAX_D * sizeof(float) / sizeof(uint4)]; /* widest row */
 
 /* Loads index p and its weight into idx, pw when p < end (else leaves them). */
 template <tbe_itype IT, bool WEIGHTED, bool FUSED>
@@ -205,7 +210,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
     R raw;
     S s[VE];
   };
-  __shared__ __align__(16) const S *s_row[4][32]; /* a window's rows, NULL: none */
+  __shared__ __align__(16) const S *s_row[4][32]; /* a window's rows */
   __shared__ __align__(16) float s_pw[WEIGHTED ? 4 : 1][32];
   __shared__ int64_t s_end[4][32]; /* the program's bag ends, loaded at once */
   if (fatal_stop(g))
@@ -225,9 +230,12 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
     const S *table = (const S *)b.weights + f->table;
     const int chunks = D / VE + (D % VE != 0);
     bool has[CPT];
+    int chunk_at[CPT]; /* the chunk this lane loads: its own, or chunk 0 when it has none */
 #pragma unroll
-    for (int k = 0; k < CPT; k++)
+    for (int k = 0; k < CPT; k++) {
       has[k] = c0 + k * G < chunks;
+      chunk_at[k] = has[k] ? c0 + k * G : 0;
+    }
     const int64_t first = bag0 + b0;
     if (first >= bag_end)
       continue;
@@ -258,18 +266,18 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
       for (int64_t w = start; w < end; w += G) {
         /* index phase: this lane's position of the window */
         int64_t idx = nidx;
-        const float pw = npw;
+        float pw = npw;
         const bool more = w + G < end;
         prefetch<IT, WEIGHTED, FUSED>(b, (more ? w + G : end) + li, more ? end : next_end, nidx,
                                       npw);
-        const S *row = nullptr;
-        if (w + li < end) {
-          if (FUSED)
-            idx = fused_check(b.indices, b.itype, g.mode, g.state, w + li, idx, E,
-                              blockIdx.y == 0, invalid);
-          if (idx != -1)
-            row = table + idx * D;
-        }
+        const S *row = (const S *)zero_row;
+        if (w + li < end && FUSED)
+          idx = fused_check(b.indices, b.itype, g.mode, g.state, w + li, idx, E,
+                            blockIdx.y == 0, invalid);
+        if (w + li < end && idx != -1)
+          row = table + idx * D;
+        else
+          pw = 0.0f;
         __syncwarp(mask);
         s_row[warp][lane] = row;
         if (WEIGHTED)
@@ -296,12 +304,9 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
           for (int q = 0; q < GW; q++)
 #pragma unroll
             for (int k = 0; k < CPT; k++)
-              if (r[q] && has[k])
-                rows[q][k].raw = __ldg((const R *)r[q] + c0 + k * G);
+              rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
 #pragma unroll
           for (int q = 0; q < GW; q++) {
-            if (!r[q])
-              continue;
 #pragma unroll
             for (int k = 0; k < CPT; k++)
 #pragma unroll
@@ -489,7 +494,7 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
   GPU_TRY(cudaMemcpy(D.data(), b.D, sizeof(int32_t) * D.size(), cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(ftm.data(), b.ftm, sizeof(int32_t) * ftm.size(), cudaMemcpyDeviceToHost));
   const int es = (int)tbe_dtype_size(b.wdtype);
-  const int width = cfg && cfg->width ? cfg->width : 4; /* 8 measured slower on the H200 */
+  const int width = cfg && cfg->width ? cfg->width : 8; /* H200 sweep: bench/RESULTS.md */
   std::vector<bucket> buckets;
   for (int i = 0; i < n; i++) {
     const int32_t t = features[i], j = ftm[t];
