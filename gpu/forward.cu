@@ -28,7 +28,6 @@ namespace {
 
 template <int VB> struct raw_vec;
 template <> struct raw_vec<16> { typedef uint4 type; };
-template <> struct raw_vec<8> { typedef uint2 type; };
 template <> struct raw_vec<4> { typedef uint32_t type; };
 template <> struct raw_vec<2> { typedef uint16_t type; };
 
@@ -68,7 +67,8 @@ template <> struct wt<TBE_BF16> : wt<TBE_FP16> {
   }
 };
 
-/* What a program needs of one feature, gathered on the host so the kernel makes one load. */
+/* What a program needs of one feature, gathered on the host; the kernel reads its fields from
+ * device memory where it uses them. */
 struct feat_info {
   int64_t bag0;    /* first bag */
   int64_t Bt;      /* bags */
@@ -76,7 +76,6 @@ struct feat_info {
   int64_t E;       /* rows of the table */
   int64_t col0;    /* first output column (fixed batch) */
   int32_t D;
-  int32_t t;
 };
 
 /* One launch: a bucket of features sharing a shape, cut into chunks of features (grid z). */
@@ -514,7 +513,7 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
       it = buckets.end() - 1;
     }
     const int64_t Bt = B_offsets[t + 1] - B_offsets[t];
-    it->features.push_back({B_offsets[t], Bt, table_offset[j], E[j], D_offsets[t], D[j], t});
+    it->features.push_back({B_offsets[t], Bt, table_offset[j], E[j], D_offsets[t], D[j]});
     it->max_B = std::max(it->max_B, Bt);
   }
   feat_info *d_features;
