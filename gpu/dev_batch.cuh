@@ -59,26 +59,28 @@ __device__ __forceinline__ void st_index(void *a, tbe_itype t, int64_t i, int64_
     ((long long *)a)[i] = v;
 }
 
-/* Stores an accumulator value into element i of the output, one rounding (TBE_SEMANTICS.md 3:
- * fp64 narrows to fp16/bf16 in one step, F2F.F16.F64 / F2F.BF16.F64 on sm_90). */
-__device__ __forceinline__ void st_out(void *out, tbe_dtype t, int64_t i, double v)
+/* An accumulator value as an output element, one rounding (TBE_SEMANTICS.md 3): fp32, or the
+ * bits of fp16/bf16 (fp64 narrows to 16 bits in one step, F2F.F16.F64 / F2F.BF16.F64 on sm_90). */
+__device__ __forceinline__ float out_f32(float v) { return v; }
+__device__ __forceinline__ float out_f32(double v) { return __double2float_rn(v); }
+__device__ __forceinline__ uint32_t out_16(float v, tbe_dtype t)
 {
-  if (t == TBE_FP32)
-    ((float *)out)[i] = __double2float_rn(v);
-  else if (t == TBE_FP16)
-    ((__half *)out)[i] = __double2half(v);
-  else
-    ((__nv_bfloat16 *)out)[i] = __double2bfloat16(v);
+  return t == TBE_FP16 ? __half_as_ushort(__float2half_rn(v))
+                       : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ uint32_t out_16(double v, tbe_dtype t)
+{
+  return t == TBE_FP16 ? __half_as_ushort(__double2half(v))
+                       : __bfloat16_as_ushort(__double2bfloat16(v));
 }
 
-__device__ __forceinline__ void st_out(void *out, tbe_dtype t, int64_t i, float v)
+/* Stores an accumulator value (float or double) into element i of the output. */
+template <typename A> __device__ __forceinline__ void st_out(void *out, tbe_dtype t, int64_t i, A v)
 {
   if (t == TBE_FP32)
-    ((float *)out)[i] = v;
-  else if (t == TBE_FP16)
-    ((__half *)out)[i] = __float2half_rn(v);
+    ((float *)out)[i] = out_f32(v);
   else
-    ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(v);
+    ((uint16_t *)out)[i] = (uint16_t)out_16(v, t);
 }
 
 /* The fused bounds check of an index already loaded from position p (TBE_SEMANTICS.md 2): a

@@ -115,20 +115,6 @@ __device__ __forceinline__ bool fatal_stop(const gather_launch &g)
          (g.state->first_bad_bag != ~0ull || (!g.fused && g.state->first_bad_index != ~0ull));
 }
 
-/* Output element conversions, one rounding each (fp64 narrows to 16 bits in one step). */
-__device__ __forceinline__ float out_f32(float v) { return v; }
-__device__ __forceinline__ float out_f32(double v) { return __double2float_rn(v); }
-__device__ __forceinline__ uint32_t out_16(float v, tbe_dtype t)
-{
-  return t == TBE_FP16 ? __half_as_ushort(__float2half_rn(v))
-                       : __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-__device__ __forceinline__ uint32_t out_16(double v, tbe_dtype t)
-{
-  return t == TBE_FP16 ? __half_as_ushort(__double2half(v))
-                       : __bfloat16_as_ushort(__double2bfloat16(v));
-}
-
 /* Stores a lane's chunk of VE (1, 4 or 8) consecutive output columns at element i: 16- or
  * 8-byte vector stores when `vec` (the chunk lies inside the row and i is aligned to the
  * vector), else element by element for the first n columns. */
