@@ -89,8 +89,6 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
 static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                            eng_run *r);
 
-static const char *const eng_forward_outputs[] = {"output", "indices", "offsets", "warnings",
-                                                  "offender", NULL};
 static const char *const eng_all_outputs[] = {"output", "indices", "offsets", "warnings",
                                               "offender", "weights", "momentum", "psw_grad",
                                               NULL};
@@ -101,7 +99,7 @@ static const struct {
   eng_fn run;
 } eng_table[ENG_COUNT] = {
   [ENG_REF] = {"ref", eng_all_outputs, eng_run_ref},
-  [ENG_GPU] = {"gpu", eng_forward_outputs, eng_run_gpu},
+  [ENG_GPU] = {"gpu", eng_all_outputs, eng_run_gpu},
   [ENG_ORACLE] = {"oracle", eng_all_outputs, eng_run_oracle},
 };
 
@@ -425,13 +423,18 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
 {
   (void)x;
   gpu_fwd_result g;
-  tbe_status s = gpu_run_forward(b, l, j->mode, j->cfg, &g);
+  gpu_bwd_result gb;
+  const gen_bwd *bwd = j->bwd;
+  gpu_bwd_config gcfg = {(gpu_long_mode)(bwd ? bwd->gpu_long : 0), bwd ? bwd->gpu_no_bucket : 0};
+  tbe_status s = gpu_run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
+                         bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g, &gb);
   if (s.code != TBE_OK) {
     eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
     gpu_fwd_result_free(&g);
+    gpu_bwd_result_free(&gb);
     return;
   }
-  r->ms = g.ms;
+  r->ms = g.ms + gb.ms;
   s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
@@ -441,7 +444,10 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
       snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
                "%d bytes written outside the output (guard regions)", g.guard_errors);
   }
+  if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
+    s = eng_push_backward(r, b, bwd->cfg, gb.weights, gb.momentum, gb.psw_grad);
   gpu_fwd_result_free(&g);
+  gpu_bwd_result_free(&gb);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
 }
