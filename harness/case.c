@@ -64,7 +64,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "footprint.h"
 #include "gen.h"
 
 /* ------------------------------------------------------------------ keys and defaults */
@@ -754,6 +756,16 @@ static tbe_status check_tables(parse_state *ps)
       return FAIL(ps, K_HOT, "hot row %lld of table %d is not below E=%lld", (long long)h->row,
                   h->table, (long long)spec_max(&c->E, h->table));
   }
+  for (int32_t i = 0, k; i < c->num_hot; i = k) { /* hot is sorted by table */
+    double need = 0;
+    for (k = i; k < c->num_hot && c->hot[k].table == c->hot[i].table; k++)
+      need += (double)c->hot[k].sl;
+    double most = footprint_max_lookups(c, c->hot[i].table);
+    if (need > most)
+      return FAIL(ps, K_HOT, "hot rows of table %d need %.0f lookups, but its features make at "
+                  "most %.0f (every bag at its largest B and L); raise B or L", c->hot[i].table,
+                  need, most);
+  }
   return tbe_ok();
 }
 
@@ -1239,8 +1251,16 @@ tbe_status case_file_read(const char *path, case_list *out)
 {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return tbe_error(TBE_EIO, path, -1, "cannot open %s: %s", path, strerror(errno));
+  struct stat fs;
+  if (!f || fstat(fileno(f), &fs) != 0 || !S_ISREG(fs.st_mode)) {
+    tbe_status s = f ? tbe_error(TBE_EINVAL, path, -1, "%s is not a case file (not a regular "
+                                 "file)", path)
+                     : tbe_error(TBE_EINVAL, path, -1, "cannot open %s: %s", path,
+                                 strerror(errno));
+    if (f)
+      fclose(f);
+    return s;
+  }
   char *data = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
@@ -1271,7 +1291,10 @@ tbe_status case_file_read(const char *path, case_list *out)
   for (size_t i = 0; i < len && !st.code; line++) {
     const char *s = data + i, *nl = memchr(s, '\n', len - i);
     const char *e = nl ? nl : data + len;
-    st = add_line(out, &lcap, s, e, line);
+    const char *nul = memchr(s, '\0', (size_t)(e - s));
+    st = nul ? tbe_error(TBE_EINVAL, path, line, "%s:%d: a NUL byte at column %d (a case file "
+                         "is text)", path, line, (int)(nul - s) + 1)
+             : add_line(out, &lcap, s, e, line);
     i = (size_t)(e - data) + 1;
   }
   free(data);
