@@ -867,7 +867,8 @@ static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run run
     if (x->opt.engines & (1u << e))
       s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, ex, b, l);
   if (s.code == TBE_OK && res->n_checks == 0) /* every case stores at least its outcome */
-    s = eng_note(res, ENG_REF, "exact", "forward", "output", ENG_UNSUPPORTED,
+    s = eng_note(res, ENG_REF, "exact", ref->n_out ? ref->out[0].path : "forward",
+                 ref->n_out ? ref->out[0].name : "output", ENG_UNSUPPORTED,
                  "nothing to compare: %s, and no other engine ran", eng_missing_why(ref));
   return s;
 }
