@@ -29,7 +29,7 @@
  * GPU forward knobs (no output bit depends on them; the small-table path is compared by bound):
  *   fwd.bags=1|2|4 [policy]   fwd.width=4|8 [policy]   fwd.small=auto|on|off [auto]
  *   fused_bounds=0|1 [0]
- * Backward (TBE_SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
+ * Backward (ref/SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
  * shortest decimal that reads back as that fp32 value):
  *   opt=none|sgd|rowwise_adagrad [none: forward only]
  *   lr=NUM [0.01]        0..1e10       eps=NUM [1e-8]   0..1e10, rowwise_adagrad only
@@ -774,7 +774,7 @@ static tbe_status check_pooling(parse_state *ps)
   tbe_case *c = ps->c;
   if (c->weighted && c->pool != TBE_POOL_SUM)
     return FAIL(ps, K_WEIGHTED, "weighted=1 needs pool=sum: pool=%s with per-sample weights is "
-                "rejected (TBE_SEMANTICS.md 3)", pool_words[c->pool]);
+                "rejected (ref/SEMANTICS.md 3)", pool_words[c->pool]);
   if (c->pool != TBE_POOL_NONE)
     return tbe_ok();
   if (c->vbe)
@@ -815,7 +815,7 @@ static tbe_status check_knobs(parse_state *ps)
                   "opt=rowwise_adagrad (opt=none runs the forward only)", key_names[k]);
     if (o->kind == REF_OPT_SGD && (k == K_EPS || k == K_WD || k == K_LAMBDA))
       return FAIL(ps, k, "%s is a setting of opt=rowwise_adagrad; opt=sgd is w = fma(-lr, g, w) "
-                  "(TBE_SEMANTICS.md 5)", key_names[k]);
+                  "(ref/SEMANTICS.md 5)", key_names[k]);
   }
   if (ps->seen[K_LAMBDA] && o->wd == REF_WD_NONE)
     return FAIL(ps, K_LAMBDA, "lambda is the weight decay; it needs wd=l2 or wd=decouple");
