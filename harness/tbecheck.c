@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "export.h"
 #include "footprint.h"
+#include "gen.h"
 #include "import.h"
 #include "progress.h"
 #include "runinfo.h"
@@ -1146,10 +1147,10 @@ static int cmd_export(int argc, char **argv)
     rc = check_memory(all[i].c, all[i].canon, &o);
   for (int64_t i = 0; rc < 0 && i < n; i++) {
     tbe_batch b;
-    export_bwd bwd;
-    tbe_status st = export_generate(all[i].c, &b, &bwd);
+    gen_bwd bwd;
+    tbe_status st = gen_case(all[i].c, &b, &bwd);
     if (st.code == TBE_OK)
-      export_generated_free(&b, &bwd);
+      gen_case_free(&b, &bwd);
     else {
       say_error("case '%.200s' cannot be generated: %s", all[i].canon, st.message);
       rc = st.code == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
