@@ -29,7 +29,7 @@
  * GPU forward knobs (no output bit depends on them; the small-table path is compared by bound):
  *   fwd.bags=1|2|4 [policy]   fwd.width=4|8 [policy]   fwd.small=auto|on|off [auto]
  *   fused_bounds=0|1 [0]
- * Backward (TBE_SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
+ * Backward (ref/SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
  * shortest decimal that reads back as that fp32 value):
  *   opt=none|sgd|rowwise_adagrad [none: forward only]
  *   lr=NUM [0.01]        0..1e10       eps=NUM [1e-8]   0..1e10, rowwise_adagrad only
@@ -68,7 +68,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "footprint.h"
 #include "gen.h"
 
 /* ------------------------------------------------------------------ keys and defaults */
@@ -769,6 +771,16 @@ static tbe_status check_tables(parse_state *ps)
       return FAIL(ps, K_HOT, "hot row %lld of table %d is not below E=%lld", (long long)h->row,
                   h->table, (long long)spec_max(&c->E, h->table));
   }
+  for (int32_t i = 0, k; i < c->num_hot; i = k) { /* hot is sorted by table */
+    double need = 0;
+    for (k = i; k < c->num_hot && c->hot[k].table == c->hot[i].table; k++)
+      need += (double)c->hot[k].sl;
+    double most = footprint_max_lookups(c, c->hot[i].table);
+    if (need > most)
+      return FAIL(ps, K_HOT, "hot rows of table %d need %.0f lookups, but its features make at "
+                  "most %.0f (every bag at its largest B and L); raise B or L", c->hot[i].table,
+                  need, most);
+  }
   return tbe_ok();
 }
 
@@ -777,7 +789,7 @@ static tbe_status check_pooling(parse_state *ps)
   tbe_case *c = ps->c;
   if (c->weighted && c->pool != TBE_POOL_SUM)
     return FAIL(ps, K_WEIGHTED, "weighted=1 needs pool=sum: pool=%s with per-sample weights is "
-                "rejected (TBE_SEMANTICS.md 3)", pool_words[c->pool]);
+                "rejected (ref/SEMANTICS.md 3)", pool_words[c->pool]);
   if (c->pool != TBE_POOL_NONE)
     return tbe_ok();
   if (c->vbe)
@@ -819,7 +831,7 @@ static tbe_status check_knobs(parse_state *ps)
                   "opt=rowwise_adagrad (opt=none runs the forward only)", key_names[k]);
     if (o->kind == REF_OPT_SGD && (k == K_EPS || k == K_WD || k == K_LAMBDA))
       return FAIL(ps, k, "%s is a setting of opt=rowwise_adagrad; opt=sgd is w = fma(-lr, g, w) "
-                  "(TBE_SEMANTICS.md 5)", key_names[k]);
+                  "(ref/SEMANTICS.md 5)", key_names[k]);
   }
   if (ps->seen[K_LAMBDA] && o->wd == REF_WD_NONE)
     return FAIL(ps, K_LAMBDA, "lambda is the weight decay; it needs wd=l2 or wd=decouple");
@@ -1259,8 +1271,16 @@ tbe_status case_file_read(const char *path, case_list *out)
 {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return tbe_error(TBE_EIO, path, -1, "cannot open %s: %s", path, strerror(errno));
+  struct stat fs;
+  if (!f || fstat(fileno(f), &fs) != 0 || !S_ISREG(fs.st_mode)) {
+    tbe_status s = f ? tbe_error(TBE_EINVAL, path, -1, "%s is not a case file (not a regular "
+                                 "file)", path)
+                     : tbe_error(TBE_EINVAL, path, -1, "cannot open %s: %s", path,
+                                 strerror(errno));
+    if (f)
+      fclose(f);
+    return s;
+  }
   char *data = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
@@ -1291,7 +1311,10 @@ tbe_status case_file_read(const char *path, case_list *out)
   for (size_t i = 0; i < len && !st.code; line++) {
     const char *s = data + i, *nl = memchr(s, '\n', len - i);
     const char *e = nl ? nl : data + len;
-    st = add_line(out, &lcap, s, e, line);
+    const char *nul = memchr(s, '\0', (size_t)(e - s));
+    st = nul ? tbe_error(TBE_EINVAL, path, line, "%s:%d: a NUL byte at column %d (a case file "
+                         "is text)", path, line, (int)(nul - s) + 1)
+             : add_line(out, &lcap, s, e, line);
     i = (size_t)(e - data) + 1;
   }
   free(data);

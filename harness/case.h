@@ -79,7 +79,9 @@ typedef struct {
 } case_list;
 
 /* Reads a .cases file: one case per non-blank line; lines that are only a comment are skipped.
- * Cases are not parsed here. Returns TBE_EIO naming the path if it cannot be read. */
+ * Cases are not parsed here. Returns TBE_EINVAL naming the path if it cannot be opened, is not
+ * a regular file, or holds a NUL byte (which would cut a case short), TBE_EIO if reading it
+ * fails. */
 tbe_status case_file_read(const char *path, case_list *out);
 void case_list_free(case_list *l);
 

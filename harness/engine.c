@@ -88,6 +88,7 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                         eng_run *r);
 static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                            eng_run *r);
+static int eng_produces(eng_id e, const char *name);
 
 static const char *const eng_all_outputs[] = {"output", "indices", "offsets", "warnings",
                                               "offender", "weights", "momentum", "psw_grad",
@@ -177,9 +178,20 @@ tbe_status eng_parse_fault(const char *spec, eng_options *o)
       (at && *at && (end == at + 1 || *end)))
     return tbe_error(TBE_EINVAL, "inject-fault", -1,
                      "'%s' is not ENGINE:OUTPUT[@INDEX] (e.g. gpu:output or ref:indices@3)", spec);
-  o->fault_engine = (eng_id)e;
   memcpy(o->fault_output, colon + 1, len);
   o->fault_output[len] = '\0';
+  if (!eng_produces((eng_id)e, o->fault_output)) {
+    char names[160] = "";
+    for (const char *const *p = eng_table[e].produces; *p; p++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+               names[0] ? ", " : "", *p);
+    tbe_status s = tbe_error(TBE_EINVAL, "inject-fault", -1,
+                             "'%s': %s has no output '%s' (its outputs: %s)", spec,
+                             eng_table[e].name, o->fault_output, names);
+    o->fault_output[0] = '\0';
+    return s;
+  }
+  o->fault_engine = (eng_id)e;
   o->fault_index = index;
   return tbe_ok();
 }
@@ -924,14 +936,21 @@ static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run run
   for (int e = ENG_REF + 1; s.code == TBE_OK && e < ENG_COUNT; e++)
     if (x->opt.engines & (1u << e))
       s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, ex, b, l);
+  if (s.code == TBE_OK && res->n_checks == 0) /* every case stores at least its outcome */
+    s = eng_note(res, ENG_REF, "exact", ref->n_out ? ref->out[0].path : "forward",
+                 ref->n_out ? ref->out[0].name : "output", ENG_UNSUPPORTED,
+                 "nothing to compare: %s, and no other engine ran", eng_missing_why(ref));
   return s;
 }
 
-/* Test the tester: moves element i of the named output by one unit in the last place. */
-static void eng_inject_fault(eng_run *r, const char *name, int64_t i)
+/* Test the tester: moves element i of the named output by one unit in the last place. Records
+ * in res whether it landed and how long the output was (-1: the run did not produce it). */
+static void eng_inject_fault(eng_run *r, const char *name, int64_t i, eng_case_result *res)
 {
   eng_output *o = (eng_output *)eng_find(r, name);
-  if (!o || i >= o->n)
+  res->fault_elements = o ? o->n : -1;
+  res->fault_landed = o && i < o->n;
+  if (!res->fault_landed)
     return;
   if (o->is_int)
     tbe_iset(o->data, o->itype, i, tbe_iget(o->data, o->itype, i) + 1);
@@ -1063,7 +1082,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     memcpy(b->offsets, off0, off_bytes);
     eng_table[e].run(x, b, &l, &job, &runs[e]);
     if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
-      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index);
+      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
     if (e == ENG_REF && runs[e].status == ENG_PASS) {
       eng_exact_forward(&runs[e], b, &l, NULL, &ex);
       if (small)

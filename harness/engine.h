@@ -56,7 +56,9 @@ typedef struct {
 } eng_options;
 
 /* Parses "ENGINE:OUTPUT[@INDEX]" (e.g. "gpu:output@17"; INDEX defaults to 0) into o's fault
- * fields. TBE_EINVAL if it is malformed or names an unknown engine. */
+ * fields. TBE_EINVAL if it is malformed, names an unknown engine, or an output that engine never
+ * computes. Whether the fault lands (the engine runs here, the output is that long) only the
+ * run can tell: eng_case_result.fault_elements. */
 tbe_status eng_parse_fault(const char *spec, eng_options *o);
 
 typedef struct eng_ctx eng_ctx;
@@ -112,6 +114,8 @@ typedef struct {
   eng_perf perf[ENG_COUNT];
   int n_perf;
   double ref_ms, gpu_ms;    /* negative when that engine did not run */
+  int fault_landed;         /* the options' fault moved an element of this case's output */
+  int64_t fault_elements;   /* that output's length here (-1: the engine did not produce it) */
 } eng_case_result;
 
 /* Runs the batch through every engine of x and fills *r with the checks. b must be a pristine
