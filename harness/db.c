@@ -36,6 +36,16 @@ static tbe_status db_fail(const char *path, sqlite3 *h, int rc, const char *what
                    h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
 }
 
+/* db_fail for an error while judging a file: what SQLite cannot run on it (a missing table or
+ * column, a damaged constraint) says the file is not a database of ours: bad input, not a bug. */
+static tbe_status db_fail_file(const char *path, sqlite3 *h, int rc, const char *what)
+{
+  tbe_status s = db_fail(path, h, rc, what);
+  if (s.code == TBE_EINTERNAL)
+    s.code = TBE_EINVAL;
+  return s;
+}
+
 /* Runs sql (one or more statements, no rows wanted). */
 static tbe_status db_exec(db *d, const char *sql, const char *what)
 {
@@ -104,7 +114,7 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
     return (rc & 0xff) == SQLITE_NOTADB
                ? tbe_error(TBE_EINVAL, "database", -1,
                            "%s is not a SQLite database (it may be another kind of file)", path)
-               : db_fail(path, h, rc, "cannot read the database header (truncated or corrupt)");
+               : db_fail_file(path, h, rc, "cannot read the database header (truncated or corrupt)");
   if (v == 0 && tables == 0) {
     *empty = 1;
     return tbe_ok();
@@ -115,9 +125,10 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
                      (long long)v);
   rc = db_int(h, "SELECT schema_version FROM meta", &v, &found);
   if (rc != SQLITE_OK || !found)
-    return rc != SQLITE_OK ? db_fail(path, h, rc, "cannot read its schema version (corrupt?)")
-                           : tbe_error(TBE_EINVAL, "database", -1,
-                                       "%s has no schema version (meta is empty)", path);
+    return rc != SQLITE_OK
+               ? db_fail_file(path, h, rc, "cannot read its schema version (corrupt?)")
+               : tbe_error(TBE_EINVAL, "database", -1, "%s has no schema version (meta is empty)",
+                           path);
   if (v > DB_SCHEMA_VERSION)
     return tbe_error(TBE_EINVAL, "database", -1,
                      "%s has schema version %lld, newer than this tbecheck's %d: use a newer "
@@ -138,7 +149,7 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
     return s;
   }
   sqlite3_finalize(st);
-  return db_fail(path, h, rc, "is corrupt or truncated");
+  return db_fail_file(path, h, rc, "is corrupt or truncated");
 }
 
 /* Checks the existing file at path without writing anything: a read-only connection, and an
@@ -252,6 +263,13 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   tbe_status s = rc == SQLITE_OK ? tbe_ok() : db_fail(path, d->h, rc, "cannot open");
   if (s.code == TBE_OK)
     sqlite3_busy_timeout(d->h, DB_BUSY_MS);
+  if (s.code == TBE_OK && mode == DB_WRITE && !fresh) {
+    /* before the switch to WAL writes the header: the tables must take our statements (a
+     * read-only connection does not compile their CHECK constraints, so db_check cannot) */
+    s = db_prepare_all(d);
+    if (s.code == TBE_EINTERNAL)
+      s.code = TBE_EINVAL;
+  }
   if (s.code == TBE_OK && mode == DB_WRITE)
     s = db_exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
                 "cannot switch to WAL");
@@ -259,7 +277,7 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
     s = db_exec(d, "PRAGMA foreign_keys = ON", "cannot enable foreign keys");
   if (s.code == TBE_OK && mode == DB_WRITE && fresh)
     s = db_create(d);
-  if (s.code == TBE_OK && mode == DB_WRITE)
+  if (s.code == TBE_OK && mode == DB_WRITE && fresh)
     s = db_prepare_all(d);
   if (s.code != TBE_OK) {
     db_close(d);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c stores host bytes as the little-endian dtypes; port it before using a big-endian host"
@@ -340,6 +341,11 @@ tbe_status npy_read(const char *path, npy_array *out)
   FILE *f = fopen(path, "rb");
   if (!f)
     return tbe_error(TBE_EIO, "npy", -1, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+    fclose(f);
+    return tbe_error(TBE_EINVAL, "npy", -1, "%s is not a regular file", path);
+  }
   long size = -1;
   if (fseek(f, 0, SEEK_END) == 0)
     size = ftell(f);
