@@ -16,6 +16,7 @@
 #include "db.h"
 #include "engine.h"
 #include "export.h"
+#include "fuzz_campaign.h"
 #include "import.h"
 #include "progress.h"
 #include "runinfo.h"
@@ -39,6 +40,7 @@ static const char usage_text[] =
     "  export CASE|CASEFILE DIR   write a case's inputs and reference outputs as .npy files\n"
     "  merge OUT.db IN.db ...     fold databases (e.g. shards) into one\n"
     "  random N SEED              print N random valid cases\n"
+    "  fuzz [--seconds S]         differential campaign over the edge space, failures shrunk\n"
     "\n"
     "A CASE is one line of key=value tokens (README.md), quoted as one argument; an argument\n"
     "without '=' is a case file (one case per line, '#' comments). The database is\n"
@@ -933,6 +935,7 @@ int main(int argc, char **argv)
     {"run", cmd_run},       {"replay", cmd_replay}, {"list", cmd_list},
     {"show", cmd_show},     {"report", cmd_report}, {"import", cmd_import},
     {"export", cmd_export}, {"merge", cmd_merge},   {"random", cmd_random},
+    {"fuzz", fuzz_command},
   };
   if (argc < 2)
     return usage_error(usage_text);
