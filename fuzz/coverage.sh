@@ -30,4 +30,4 @@ while IFS= read -r f; do objects+=(-object "$f"); done < <(
   find build/coverage -type f -perm -u+x -newer build/coverage/CMakeCache.txt \
     ! -name '*.so' ! -name '*.sh' ! -path '*/CMakeFiles/*' | sort)
 "$cov" report "${objects[@]}" -instr-profile build/coverage/all.profdata \
-  -ignore-filename-regex='(_test\.c|/fuzz/|/gpu/|/bench/|/build/|/usr/)'
+  -ignore-filename-regex="(_test\\.c\$|^$PWD/(fuzz|gpu|bench|build)/|^/usr/)"
