@@ -157,6 +157,23 @@ static char *join(char **tok, int n, int skip, int len, int at, const char *with
   return s;
 }
 
+/* Tries the text join() makes: as try_text. */
+static int try_join(shrinker *s, char **tok, int n, int skip, int len, int at, const char *with)
+{
+  char *text = join(tok, n, skip, len, at, with);
+  int r = text ? try_text(s, text) : -1;
+  free(text);
+  return r;
+}
+
+/* Frees what split() made; passes r on. */
+static int unsplit(char *buf, char **tok, int r)
+{
+  free(buf);
+  free(tok);
+  return r;
+}
+
 /* ddmin over the tokens: 1 if anything was removed, -1 to stop or out of memory. */
 static int drop_tokens(shrinker *s)
 {
@@ -164,22 +181,14 @@ static int drop_tokens(shrinker *s)
   for (int len = -1;;) {
     char *buf, **tok;
     int n = split(s->best, &buf, &tok);
-    if (n < 0) {
-      free(buf);
-      free(tok);
-      return -1;
-    }
+    if (n < 0)
+      return unsplit(buf, tok, -1);
     if (len < 0)
       len = n / 2 > 0 ? n / 2 : 1;
     int r = 0;
-    for (int at = 0; r == 0 && at < n; at += len) {
-      char *text = join(tok, n, at, len, -1, NULL);
-      r = text ? try_text(s, text) : -1;
-      free(text);
-    }
-    free(buf);
-    free(tok);
-    if (r < 0)
+    for (int at = 0; r == 0 && at < n; at += len)
+      r = try_join(s, tok, n, at, len, -1, NULL);
+    if (unsplit(buf, tok, r) < 0)
       return -1;
     if (r > 0) {
       changed = 1;
@@ -224,11 +233,8 @@ static int lower_numbers(shrinker *s)
   for (int i = 0;; i++) {
     char *buf, **tok;
     int n = split(s->best, &buf, &tok);
-    if (n < 0 || i >= n) {
-      free(buf);
-      free(tok);
-      return n < 0 ? -1 : changed;
-    }
+    if (n < 0 || i >= n)
+      return unsplit(buf, tok, n < 0 ? -1 : changed);
     const char *t = tok[i];
     int r = 0;
     for (const char *p = strchr(t, '='); r == 0 && p && *p; p++) {
@@ -242,14 +248,10 @@ static int lower_numbers(shrinker *s)
           continue;
         char with[600];
         snprintf(with, sizeof with, "%.*s%lld%s", (int)at, t, lower[c], p + k);
-        char *text = join(tok, n, -1, 0, i, with);
-        r = text ? try_text(s, text) : -1;
-        free(text);
+        r = try_join(s, tok, n, -1, 0, i, with);
       }
     }
-    free(buf);
-    free(tok);
-    if (r < 0)
+    if (unsplit(buf, tok, r) < 0)
       return -1;
     if (r > 0) {
       changed = 1;
