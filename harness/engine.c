@@ -1033,6 +1033,13 @@ static void eng_exact_backward(const eng_run *ref, const tbe_batch *b, const tbe
   }
 }
 
+/* memcpy that allows n == 0 with NULL pointers (a batch without indices has indices NULL). */
+static void copy_bytes(void *dst, const void *src, size_t n)
+{
+  if (n)
+    memcpy(dst, src, n);
+}
+
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
                          const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *res)
 {
@@ -1054,7 +1061,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
     goto done;
   }
-  memcpy(idx0, b->indices, idx_bytes);
+  copy_bytes(idx0, b->indices, idx_bytes);
   memcpy(off0, b->offsets, off_bytes);
   if (cfg && cfg->small != GPU_SMALL_OFF && !x->unavailable[ENG_GPU][0]) {
     /* the features the GPU will put on the small-table path, chosen on the offsets as given */
@@ -1078,7 +1085,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     snprintf(runs[e].reason, sizeof runs[e].reason, "%s", x->unavailable[e]);
     if (runs[e].status != ENG_PASS)
       continue;
-    memcpy(b->indices, idx0, idx_bytes);
+    copy_bytes(b->indices, idx0, idx_bytes);
     memcpy(b->offsets, off0, off_bytes);
     eng_table[e].run(x, b, &l, &job, &runs[e]);
     if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
@@ -1091,7 +1098,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
       bytes = eng_forward_bytes(b, &l);
     }
   }
-  memcpy(b->indices, idx0, idx_bytes);
+  copy_bytes(b->indices, idx0, idx_bytes);
   memcpy(b->offsets, off0, off_bytes);
   s = eng_checks(x, res, runs, &ex, b, &l);
   for (int e = 0; e < ENG_COUNT; e++)
