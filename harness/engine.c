@@ -410,6 +410,7 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                                          bytes));
     return;
   }
+  memset(out, 0xFF, bytes); /* NaN in every dtype: an element the forward never writes fails */
   double t0 = eng_now_ms();
   tbe_status bounds = ref_bounds_check(b, l, j->mode, &warnings);
   tbe_status s = bounds.code == TBE_OK ? ref_forward(b, l, out) : tbe_ok();
@@ -992,7 +993,8 @@ static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_
   if (!eng_find(ref, "output"))
     return;
   size_t n = (size_t)l->out_elems;
-  double *exact = malloc(sizeof(double) * n + 1), *bound = malloc(sizeof(double) * n + 1);
+  /* zeros where no bag writes (a broken layout): the reference must then hold exactly 0 there */
+  double *exact = calloc(n + 1, sizeof(double)), *bound = calloc(n + 1, sizeof(double));
   tbe_status s = exact && bound
                      ? ref_forward_exact_tc(b, l, tc_mask, exact, bound)
                      : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %zu values", n);
