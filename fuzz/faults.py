@@ -26,8 +26,9 @@ import time
 
 SKIP = 77
 ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
-CPU_CASES = ["cases/smoke.cases", "cases/edge.cases", "cases/faults.cases"]
-GPU_CASES = ["cases/gpu.cases", "cases/gpu_backward.cases", "cases/faults.cases"]
+# the named cases, those aimed at the faults first
+CPU_CASES = ["cases/faults.cases", "cases/smoke.cases", "cases/edge.cases"]
+GPU_CASES = ["cases/faults.cases", "cases/gpu.cases", "cases/gpu_backward.cases"]
 
 # name: what it breaks, where (the hook), the named tests meant to catch it, and `expect`: the
 # detectors ("cases", "fuzz" or a test) that must each catch it (fuzz/FAULTS.md shows them).
