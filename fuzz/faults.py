@@ -335,8 +335,9 @@ def run(a):
 
 
 def comparison(why):
-    """The comparison of a failure line: 'oracle:ref bounds offsets: fail: ...' -> its name."""
-    return why.split(": ")[0]
+    """The comparison and status of a failure line: 'oracle:ref bounds offsets: fail: 2 of 17
+    elements differ' -> 'oracle:ref bounds offsets: fail'."""
+    return ": ".join(why.split(": ")[:2])
 
 
 def table(a):
