@@ -295,13 +295,11 @@ int main(int argc, char **argv)
     printf("SKIP: %s\n", s.message);
     return 77;
   }
-  if (s.code != TBE_OK) {
-    fprintf(stderr, "gpu_probe failed: %s\n", s.message);
-    return 1;
-  }
   cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
-    fprintf(stderr, "%s: the model was recorded on sm_90 (H200); this device has none\n", desc);
+  if (s.code != TBE_OK || cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 ||
+      prop.minor != 0) {
+    fprintf(stderr, "%s: the model was recorded on sm_90 (H200)\n",
+            s.code == TBE_OK ? desc : s.message);
     return 1;
   }
   printf("GPU: %s\n", desc);
