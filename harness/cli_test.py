@@ -419,16 +419,20 @@ def test_live():
 
 
 def test_gpu():
-    out, _ = expect(0, "run", "--engines", "gpu", smoke(), edge())
+    out, _ = expect(0, "run", "--db", "probe.db", "--engines", "gpu", "B=1 seed=1")
     if "engine gpu: skip" in out:
         print(out.splitlines()[0])
         return SKIP
-    # the GPU has no backward yet: its backward outputs are 'unsupported', never 'pass'
+    cases = [os.path.join(SRC, "cases", f) for f in ("gpu_backward.cases", "gpu.cases")]
+    out, _ = expect(0, "run", "--engines", "gpu", smoke(), edge(), *cases)
+    # every output the reference has, the GPU has too, and each one passes
     bad = scalar("tbecheck.db", "SELECT group_concat(output || ':' || status, ' ') FROM results "
-                                "WHERE engine = 'gpu' AND status NOT IN ('pass', 'unsupported')")
-    check(bad is None, f"gpu results that failed or erred: {bad}")
-    check(scalar("tbecheck.db", "SELECT count(*) FROM results WHERE engine = 'gpu' "
-                                "AND status = 'pass'") > 0, "no gpu result passed")
+                                "WHERE engine = 'gpu' AND status != 'pass'")
+    check(bad is None, f"gpu results that did not pass: {bad}")
+    for path in ("backward", "backward.atomic"):
+        check(scalar("tbecheck.db", "SELECT count(*) FROM results WHERE engine = 'gpu' "
+                                    f"AND path = '{path}' AND status = 'pass'") > 0,
+              f"no gpu result on path {path} passed")
 
 
 def main():

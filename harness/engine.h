@@ -21,7 +21,7 @@
 
 #include "case.h"
 #include "compare.h"
-#include "export.h"
+#include "gen.h"
 #include "tbe.h"
 #include "tbe_gpu.h"
 
@@ -123,13 +123,26 @@ typedef struct {
  * failures become checks with status error; the return value reports only what stops tbecheck
  * (TBE_ENOMEM, an internal error). r must be freed with eng_case_result_free either way. */
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                         const gpu_fwd_config *cfg, const export_bwd *bwd, eng_case_result *r);
+                         const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *r);
 
 /* Generates the case and runs it as eng_run_batch does. A case that cannot be generated (it
  * does not fit in memory) is recorded as an error of every engine. */
 tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_case_result *r);
 
 void eng_case_result_free(eng_case_result *r);
+
+/* The reference's backward for bwd on the bounds-checked batch b, on copies of its weights and
+ * momentum (b is left as it was): on success *weights (in b's weight dtype), *momentum
+ * (with bwd->momentum, else NULL) and *psw_grad (weighted, else NULL) are malloc'd results; on
+ * failure (ref_backward's, or TBE_ENOMEM) all are NULL. */
+tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                                void **weights, float **momentum, float **psw_grad);
+
+/* ref_backward_exact for bwd on the bounds-checked batch b: malloc'd exact values and bounds
+ * of the weights and, with bwd->momentum, of the momentum (else NULL). All NULL on failure. */
+tbe_status eng_ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                                  double **w_exact, double **w_bound, double **m_exact,
+                                  double **m_bound);
 
 /* 1 if any check of r is a fail or an error. */
 int eng_case_failed(const eng_case_result *r);
