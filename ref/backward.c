@@ -25,6 +25,7 @@
 
 #define BLOCK_FLOATS (INT64_C(1) << 22) /* row-gradient buffer of one block: 16 MiB */
 #define PREFETCH_ENTRIES 8              /* entries the sums prefetch ahead */
+#define PREFETCH_RUNS 8                 /* runs the optimizer prefetches ahead */
 #define CACHE_LINE 64
 
 void ref_bwd_config_default(ref_bwd_config *c)
@@ -159,7 +160,7 @@ void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D,
   for (int32_t d = 0; d < D; d++)
     acc[d] = 0.0f;
   for (int64_t i = s; i < e; i++) {
-    if (i + PREFETCH_ENTRIES < e) {
+    if (i + PREFETCH_ENTRIES < w->tr.n) { /* across run ends: most runs are short */
       const char *ahead = (const char *)(w->g + g_row(w, i + PREFETCH_ENTRIES, D));
       for (size_t c = 0; c < bytes; c += CACHE_LINE)
         __builtin_prefetch(ahead + c, 0, 2);
@@ -222,6 +223,21 @@ static void psw_grads(const ref_bwd_work *w, float *psw_grad)
   }
 }
 
+/* Prefetches, for writing, the weights and momentum of run r (they are read at random). */
+static void prefetch_run(const ref_bwd_work *w, int64_t r, size_t elem, const float *momentum)
+{
+  const tbe_batch *b = w->b;
+  int64_t row;
+  int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &row);
+  const char *at = (const char *)b->weights + (size_t)ref_bwd_weight_at(b, j, row) * elem;
+  size_t bytes = (size_t)b->D[j] * elem;
+  for (size_t c = 0; c < bytes; c += CACHE_LINE)
+    __builtin_prefetch(at + c, 1, 2);
+  __builtin_prefetch(at + bytes - 1, 1, 2); /* a row need not start on a cache line */
+  if (momentum)
+    __builtin_prefetch(momentum + w->tr.key[w->tr.run_start[r]], 1, 2);
+}
+
 /* Updates the rows of runs [r0, r1), whose gradients are in grads (max_D floats per run). */
 static void update_block(const ref_bwd_work *w, int64_t r0, int64_t r1, const float *grads,
                          float *momentum)
@@ -234,6 +250,8 @@ static void update_block(const ref_bwd_work *w, int64_t r0, int64_t r1, const fl
     float row[TBE_MAX_D];
 #pragma omp for schedule(dynamic, 256)
     for (int64_t r = r0; r < r1; r++) {
+      if (r + PREFETCH_RUNS < r1)
+        prefetch_run(w, r + PREFETCH_RUNS, elem, momentum);
       int64_t rr;
       int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &rr);
       int32_t D = b->D[j];
