@@ -32,7 +32,8 @@ def ours(build, argv):
     """Runs one of our benches; returns (case text, {threads: figure})."""
     out = subprocess.run([os.path.join(build, argv[0])] + argv[1:], check=True,
                          capture_output=True, text=True).stdout
-    case = re.search(r"^case: (.*?)(?: \((?:full|reduced) scale\))?$", out, re.M).group(1)
+    case = re.search(r"^case: (.*?)(?: \((?:full scale|reduced scale|the forward's shape)\))?$",
+                     out, re.M).group(1)
     figs = {}
     for m in re.finditer(r"^ref_forward, declared bytes / time\s+(\d+)\s+\S+\s+(\S+)$", out, re.M):
         figs[int(m.group(1))] = float(m.group(2))
