@@ -49,11 +49,12 @@ typedef struct {
 } variant;
 
 static const variant variants[] = {
-  {"fused", {GPU_LONG_FUSED, 0}, REF_COMBINE_DETERMINISTIC},
-  {"accum", {GPU_LONG_ACCUM, 0}, REF_COMBINE_DETERMINISTIC},
-  {"fused-atomic", {GPU_LONG_FUSED, 0}, REF_COMBINE_ATOMIC},
-  {"accum-atomic", {GPU_LONG_ACCUM, 0}, REF_COMBINE_ATOMIC},
-  {"nobucket", {GPU_LONG_FUSED, 1}, REF_COMBINE_DETERMINISTIC},
+  {"fused", {.long_mode = GPU_LONG_FUSED}, REF_COMBINE_DETERMINISTIC},
+  {"accum", {.long_mode = GPU_LONG_ACCUM}, REF_COMBINE_DETERMINISTIC},
+  {"fused-atomic", {.long_mode = GPU_LONG_FUSED}, REF_COMBINE_ATOMIC},
+  {"accum-atomic", {.long_mode = GPU_LONG_ACCUM}, REF_COMBINE_ATOMIC},
+  {"nobucket", {.no_bucket = 1}, REF_COMBINE_DETERMINISTIC},
+  {"width2", {.short_width = 2, .long_width = 2}, REF_COMBINE_DETERMINISTIC},
 };
 enum { NVAR = sizeof variants / sizeof variants[0] };
 
@@ -204,7 +205,7 @@ static void run_sweep(void)
     for (int t = 0; t < 2; t++) {
       ref_bwd_config cfg = *bwd.cfg;
       cfg.threshold = thresholds[t];
-      gpu_bwd_config g = {GPU_LONG_FUSED, 0};
+      gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED};
       gpu_session *s = open_bwd(&b, &l, &cfg, &g, &bwd);
       ms[t] = median_backward(s).ms;
       gpu_session_close(s);

@@ -105,10 +105,13 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
       base.c = total.c ? atomicAdd(&w.counts->chunks, total.c) : 0;
     }
     __syncthreads();
-    if (kind == 1)
-      w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = {(int32_t)r, table};
-    else if (kind == 2)
-      w.longs[base.l + excl.l] = {(int32_t)r, table, (int32_t)(base.c + excl.c), chunks};
+    if (kind) {
+      const bwd_run run = {w.run_start[r], w.run_len[r], table, 0, bwd_key(w, r)};
+      if (kind == 1)
+        w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = run;
+      else
+        w.longs[base.l + excl.l] = {run, (int32_t)(base.c + excl.c), chunks};
+    }
     __syncthreads();
   }
 }
@@ -214,8 +217,14 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.chunk = (int32_t)std::min<int64_t>(cfg->chunk, INT32_MAX);
   w.atomic = cfg->combine == REF_COMBINE_ATOMIC;
   w.bucket = !(gc && gc->no_bucket);
+  w.short_width = gc ? gc->short_width : 0;
+  w.long_width = gc ? gc->long_width : 0;
   g->fused = !(gc && gc->long_mode == GPU_LONG_ACCUM);
   w.max_D = l->max_D;
+  w.vec = 4;
+  for (int32_t j = 0; j < h->num_tables; j++)
+    if (h->D[j] % 4)
+      w.vec = 1; /* vector loads need every row, slice and table to start at a multiple of 4 */
   const ref_opt_config &o = cfg->opt;
   w.opt = {o.kind, o.wd, o.lr, o.eps, o.lambda, o.sr, (uint32_t)o.seed, (uint32_t)(o.seed >> 32),
            o.step};

@@ -69,6 +69,8 @@ typedef enum { GPU_LONG_FUSED = 0, GPU_LONG_ACCUM = 1 } gpu_long_mode;
 typedef struct {
   gpu_long_mode long_mode; /* long runs: fused fence + countdown (default), or accum + apply */
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
+  int short_width;         /* entries in flight per group on short runs: 0 (policy) or 2 */
+  int long_width;          /* the same for the chunks of long runs */
 } gpu_bwd_config;
 
 /* A backward's times (CUDA events) and what its runs looked like (read back after it). */

@@ -437,7 +437,10 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
   gpu_fwd_result g;
   gpu_bwd_result gb;
   const gen_bwd *bwd = j->bwd;
-  gpu_bwd_config gcfg = {(gpu_long_mode)(bwd ? bwd->gpu_long : 0), bwd ? bwd->gpu_no_bucket : 0};
+  gpu_bwd_config gcfg = {.long_mode = (gpu_long_mode)(bwd ? bwd->gpu_long : 0),
+                         .no_bucket = bwd ? bwd->gpu_no_bucket : 0,
+                         .short_width = bwd ? bwd->gpu_width : 0,
+                         .long_width = bwd ? bwd->gpu_width : 0};
   tbe_status s = gpu_run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
                          bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g, &gb);
   if (s.code != TBE_OK) {
