@@ -309,17 +309,17 @@ def section_failures(con, failures, runs_by_id):
     if not failures:
         return out[0] + "\n<p>None: every compared output passed.</p>"
     seen_paths = set()
+    rest = []  # past MAX_DETAILED: one row each
+    failures = sorted(failures, key=lambda f: (f["pair"], f["path"], f["result"]))
     for i, f in enumerate(failures[:MAX_LISTED]):
         key = anchor(f["pair"], f["path"])
-        if key not in seen_paths:
-            seen_paths.add(key)
-            out.append(f'<h3 id="fail-{key}">{esc(f["pair"])} {esc(f["path"])}</h3>')
+        first = key not in seen_paths
+        seen_paths.add(key)
         if i >= MAX_DETAILED:
-            out.append(table([("result", "result"), ("run", "run"), ("case", "case"),
-                              ("output", "output"), ("status", "status"), ("reason", "reason"),
-                              ("canonical", "case text")], [f],
-                             lambda r: f' id="result-{r["result"]}" data-result="{r["result"]}"'))
+            rest.append(dict(f, first=key if first else None))
             continue
+        if first:
+            out.append(f'<h3 id="fail-{key}">{esc(f["pair"])} {esc(f["path"])}</h3>')
         r = query(con, "result", id=f["result"])[0]
         viol = query(con, "violations", id=f["result"])[:MAX_VIOLATIONS]
         cmd = replay_command(f["canonical"], runs_by_id[f["run"]])
@@ -347,6 +347,15 @@ def section_failures(con, failures, runs_by_id):
         else:
             out.append('<p>an imported batch: rerun it with <code>tbecheck import DIR</code></p>')
         out.append("</div>")
+    if rest:
+        out.append(f"<h3>{len(rest)} further failures, in short</h3>")
+        first = lambda r, k: (f'<a id="fail-{r["first"]}"></a>{r["result"]}'
+                              if k == "result" and r["first"] else None)
+        out.append(table([("result", "result"), ("run", "run"), ("case", "case"),
+                          ("pair", "pair"), ("path", "path"), ("output", "output"),
+                          ("status", "status"), ("reason", "reason"), ("canonical", "case text")],
+                         rest, lambda r: f' id="result-{r["result"]}" data-result="{r["result"]}"',
+                         first))
     if len(failures) > MAX_LISTED:
         out.append(f"<p>... and {len(failures) - MAX_LISTED} more (tbecheck list --failed).</p>")
     return "\n".join(out)
