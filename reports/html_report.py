@@ -255,6 +255,11 @@ def replay_command(canonical, run):
     return " ".join(shlex.quote(w) for w in cmd)
 
 
+def heading(sid, title, intro):
+    """A section's first lines: its <h2> (the anchor the navigation links to) and a paragraph."""
+    return [f'<h2 id="{sid}">{title}</h2>', f"<p>{intro}</p>"]
+
+
 def section_runs(runs):
     head = runs[0]
     shards = {r["shard"] for r in runs if r["shard"]}
@@ -362,10 +367,10 @@ def section_failures(con, failures, runs_by_id):
 
 
 def section_closeness(plt, ratios):
-    out = ['<h2 id="bounds">How close to the bound</h2>',
-           '<p>Bound-checked paths: the worst error/bound ratio of each result, on a log scale; '
-           'the dashed line is the bound (1.0), a bar at or past it is red. Bitwise paths: the '
-           'fraction of elements identical to the model bit for bit.</p>']
+    out = heading("bounds", "How close to the bound",
+                  'Bound-checked paths: the worst error/bound ratio of each result, on a log scale; '
+                  'the dashed line is the bound (1.0), a bar at or past it is red. Bitwise paths: the '
+                  'fraction of elements identical to the model bit for bit.')
     bound, exact = {}, {}
     for r in ratios:
         key = (r["pair"], r["path"])
@@ -410,10 +415,10 @@ def section_closeness(plt, ratios):
 
 
 def section_drift(plt, drift, changes, labels):
-    out = ['<h2 id="drift">Numeric drift across commits</h2>',
-           '<p>Per path, against commit order: the worst error/bound ratio (or ulp, bitwise), and '
-           'the outputs whose bits differ from their previous execution (bars; a dotted line marks '
-           'the commit). Dirty trees and fault-injected runs are codes of their own.</p>']
+    out = heading("drift", "Numeric drift across commits",
+                  'Per path, against commit order: the worst error/bound ratio (or ulp, bitwise), and '
+                  'the outputs whose bits differ from their previous execution (bars; a dotted line marks '
+                  'the commit). Dirty trees and fault-injected runs are codes of their own.')
     if not drift:
         return "\n".join(out + ["<p>No results.</p>"])
     paths = {}
@@ -446,11 +451,11 @@ def section_drift(plt, drift, changes, labels):
 
 
 def section_perf(plt, perf, labels):
-    out = ['<h2 id="perf">Speed across commits</h2>',
-           '<p>Benchmark figures (bench/ with --db) per shape, kernel and configuration, against '
-           'commit order. A step is flagged (after asv) when a commit is slower than the previous '
-           '(up to) 5 by more than their spread, at least 5%: <b>regression</b> when the next '
-           'commit stays slow, <b>regression?</b> on the latest commit.</p>']
+    out = heading("perf", "Speed across commits",
+                  'Benchmark figures (bench/ with --db) per shape, kernel and configuration, against '
+                  'commit order. A step is flagged (after asv) when a commit is slower than the previous '
+                  '(up to) 5 by more than their spread, at least 5%: <b>regression</b> when the next '
+                  'commit stays slow, <b>regression?</b> on the latest commit.')
     if not perf:
         return "\n".join(out + ["<p>No benchmark figures in this database.</p>"])
     shapes = {}
@@ -476,10 +481,10 @@ def section_perf(plt, perf, labels):
 
 
 def section_flaky(flaky):
-    out = ['<h2 id="flaky">Flaky cases</h2>',
-           '<p>Different bits for the same case and the same code: across the repeats of a run, '
-           'or the runs of one clean commit (reports/queries/flaky.sql; fault-injected runs left '
-           'out).</p>']
+    out = heading("flaky", "Flaky cases",
+                  'Different bits for the same case and the same code: across the repeats of a run, '
+                  'or the runs of one clean commit (reports/queries/flaky.sql; fault-injected runs left '
+                  'out).')
     if not flaky:
         return "\n".join(out + ["<p>None.</p>"])
     cols = [("case", "case"), ("pair", "pair"), ("output", "output"), ("same_code", "same code"),
