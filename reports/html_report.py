@@ -136,7 +136,7 @@ def log_bins(values):
     return [10 ** (lo + (hi - lo) * i / n) for i in range(n + 1)]
 
 
-def ratio_histogram(plt, pair, path, ratios, zeros):
+def ratio_histogram(plt, pair, path, ratios, zeros, infinite):
     fig, ax = plt.subplots(figsize=(4.6, 2.4))
     if ratios:
         edges = log_bins(ratios)
@@ -150,8 +150,10 @@ def ratio_histogram(plt, pair, path, ratios, zeros):
             va="top", fontsize=8)
     ax.set_xlabel("worst |got - exact| / bound per result (log)")
     ax.set_ylabel("results")
-    ax.set_title(f"{pair} {path}: {len(ratios) + zeros} results"
-                 + (f", {zeros} at ratio 0 (not drawn)" if zeros else ""))
+    ax.set_title(f"{pair} {path}: {len(ratios) + zeros + infinite} results"
+                 + (f", {zeros} at ratio 0" if zeros else "")
+                 + (f", {infinite} infinite (an error over a zero bound)" if infinite else "")
+                 + (" (not drawn)" if zeros or infinite else ""), fontsize=8)
     return svg(plt, fig, f"hist-{pair}-{path}")
 
 
@@ -174,7 +176,8 @@ def drift_plot(plt, pair, path, rows, labels):
     whose bits changed as bars; commits where bits changed are marked."""
     xs = [r["ord"] for r in rows]
     fig, ax = plt.subplots(figsize=(6.2, 2.4))
-    ratio = [None if r["worst_ratio"] in (None, "-") else float(r["worst_ratio"]) for r in rows]
+    ratio = [None if r["worst_ratio"] in (None, "-") or float(r["worst_ratio"]) == math.inf
+             else float(r["worst_ratio"]) for r in rows]
     if any(v is not None for v in ratio):
         pts = [(x, v) for x, v in zip(xs, ratio) if v is not None]
         ax.plot([p[0] for p in pts], [max(p[1], 1e-20) for p in pts], "o-", color="#5577aa",
@@ -385,12 +388,13 @@ def section_closeness(plt, ratios):
     rows = []
     figs = []
     for (pair, path), vals in sorted(bound.items()):
-        pos = [v for v in vals if v > 0]
+        pos = [v for v in vals if 0 < v < math.inf]
+        zeros, infinite = sum(v == 0 for v in vals), sum(v == math.inf for v in vals)
         figs.append(f'<figure id="hist-{anchor(pair, path)}">'
-                    f'{ratio_histogram(plt, pair, path, pos, len(vals) - len(pos))}'
+                    f'{ratio_histogram(plt, pair, path, pos, zeros, infinite)}'
                     f'<figcaption>{esc(pair)} {esc(path)}</figcaption></figure>')
         rows.append({"pair": pair, "path": path, "results": len(vals),
-                     "at_zero": len(vals) - len(pos), "over_half": sum(v > 0.5 for v in vals),
+                     "at_zero": zeros, "over_half": sum(v > 0.5 for v in vals),
                      "over_bound": sum(v > 1 for v in vals), "worst_ratio": f"{max(vals):.3e}"})
     if figs:
         out.append('<div class="plots">' + "\n".join(figs) + "</div>")
