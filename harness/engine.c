@@ -446,7 +446,7 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
     gpu_bwd_result_free(&gb);
     return;
   }
-  r->ms = g.ms + gb.ms;
+  r->ms = g.ms + gb.stats.ms;
   s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
