@@ -602,10 +602,15 @@ static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const 
 
 /* ---- opening and closing ---- */
 
-static void eng_start_oracle(eng_ctx *x)
+const char *eng_python(void)
 {
   const char *python = getenv("TBECHECK_PYTHON");
-  char *argv[] = {(char *)(python && *python ? python : TBE_PYTHON),
+  return python && *python ? python : TBE_PYTHON;
+}
+
+static void eng_start_oracle(eng_ctx *x)
+{
+  char *argv[] = {(char *)eng_python(),
                   TBE_SOURCE_DIR "/harness/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
   char greeting[256];
   tbe_status s = worker_start(argv, &x->oracle, greeting, sizeof greeting);

@@ -7,7 +7,9 @@
 -- unchanged. Writers use WAL and one transaction per case, so a killed run keeps every case it
 -- committed and shows as incomplete (runs.complete = 0, runs.ended NULL).
 -- Any change to a table below raises schema_version (db.h: DB_SCHEMA_VERSION) and adds its step
--- to upgrade.sql; the views live in views.sql, which every creation and upgrade (re)runs.
+-- to upgrade.sql; a new column goes last in its table, where the upgrade's ALTER TABLE puts it
+-- (merge copies rows with SELECT *). The views live in views.sql, which every creation and
+-- upgrade (re)runs.
 
 PRAGMA application_id = 1413629251;
 
@@ -47,6 +49,15 @@ CREATE TABLE runs (
                                                   -- the previous execution in drift, and left
                                                   -- out of flaky.sql, worst.sql, case_drift.sql
                                                   -- unless :injected = 1
+  campaign     TEXT CHECK (length(campaign) BETWEEN 1 AND 64), -- the campaign the run belongs
+                                                  -- to: shards of one campaign (run --shard,
+                                                  -- --campaign) share it, and merge keeps it, so
+                                                  -- the report shows them as one; NULL: the run
+                                                  -- is a campaign of its own
+  bench        TEXT CHECK (length(bench) > 0),    -- the benchmark program that recorded this run's
+                                                  -- perf rows (bench/bench_db.h); NULL: a check
+                                                  -- run (run, import, fuzz), whose last one is the
+                                                  -- queries' default run
   CHECK (complete = 0 OR ended IS NOT NULL)
 );
 
@@ -110,8 +121,9 @@ CREATE TABLE violations (
 );
 CREATE INDEX violations_result ON violations (result);
 
--- Timings of the engines per case, with the bytes the forward moves by declaration
--- (lookups * D * weight bytes + output bytes), so bandwidth can be followed across commits.
+-- Timings of the engines per case (a check run's), and a benchmark's figures (a bench run's:
+-- shape set), with the bytes moved by declaration (lookups * D * weight bytes + output bytes),
+-- so speed can be followed across commits (queries/perf_drift.sql).
 CREATE TABLE perf (
   id      INTEGER PRIMARY KEY,
   run     INTEGER NOT NULL REFERENCES runs (id),
@@ -120,9 +132,16 @@ CREATE TABLE perf (
   kernel  TEXT NOT NULL CHECK (length(kernel) > 0), -- engine:path, e.g. 'gpu:forward'
   ms      REAL NOT NULL CHECK (ms >= 0),
   bytes   INTEGER NOT NULL CHECK (bytes >= 0),
-  gbps    REAL CHECK (gbps >= 0)                  -- bytes / ms / 1e6; NULL when ms is 0
+  gbps    REAL CHECK (gbps >= 0),                 -- bytes / ms / 1e6; NULL when ms is 0
+  shape   TEXT CHECK (length(shape) > 0),         -- a benchmark's name for the shape timed
+                                                  -- ('F1'; its case is case_id); NULL: a check
+                                                  -- run's timing of one case
+  config  TEXT CHECK (length(config) > 0),        -- the configuration timed ('bags=2 width=8');
+                                                  -- NULL: the engine's own choice
+  ceiling_gbps REAL CHECK (ceiling_gbps >= 0)     -- the copy ceiling measured in the same run;
+                                                  -- NULL: not measured
 );
 CREATE INDEX perf_run ON perf (run);
 
 INSERT INTO meta (one, schema_version, created)
-VALUES (1, 2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+VALUES (1, 3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
