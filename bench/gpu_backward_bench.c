@@ -5,13 +5,15 @@
  * Effective GB/s follows FBGEMM's convention: backward bytes = 2 x the forward's
  * (N*D*weight_bytes + out_elems*out_bytes). Times are medians of REPS CUDA-event timings of the
  * backward alone (sort .. optimizer) after warm-up; each rep starts from the pristine weights
- * and momentum (restored, untimed, with the forward that precedes it).
+ * and momentum (restored, untimed, with the forward that precedes it). With --db PATH the
+ * figures are also recorded as perf rows (bench_db.h), for the report.
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_db.h"
 #include "bounds.h"
 #include "case.h"
 #include "engine.h"
@@ -104,7 +106,11 @@ static const char *check(gpu_session *s, tbe_batch *b, const tbe_layout *l, cons
   return v;
 }
 
-static double gbps(const tbe_batch *b, const tbe_layout *l, double ms)
+static bench_db *rec;
+static double copy_gbps;
+
+/* FBGEMM's convention: twice the forward's bytes (rows read, output written). */
+static double bwd_bytes(const tbe_batch *b, const tbe_layout *l)
 {
   double fwd = 0;
   for (int32_t t = 0; t < b->T; t++) {
@@ -113,7 +119,12 @@ static double gbps(const tbe_batch *b, const tbe_layout *l, double ms)
     fwd += n * b->D[b->feature_table_map[t]] * (double)tbe_dtype_size(b->wdtype);
   }
   fwd += (double)l->out_elems * (double)tbe_dtype_size(b->out_dtype);
-  return 2 * fwd / (ms * 1e-3) / 1e9;
+  return 2 * fwd;
+}
+
+static double gbps(const tbe_batch *b, const tbe_layout *l, double ms)
+{
+  return bwd_bytes(b, l) / (ms * 1e-3) / 1e9;
 }
 
 /* Opens a session on b with cfg/g, or dies. */
@@ -162,6 +173,8 @@ static void run_shape(const shape *sh)
            variants[v].name, m.ms, gbps(&b, &l, m.ms), m.sort_ms, m.classify_ms, m.short_ms,
            m.long_ms, (long long)m.runs, (long long)m.long_runs, (long long)m.chunks, ok);
     fflush(stdout);
+    bench_db_figure(rec, sh->name, sh->text, "gpu:backward", variants[v].name, m.ms,
+                    bwd_bytes(&b, &l), copy_gbps);
     gpu_session_close(s);
   }
   if (sh->validate)
@@ -212,6 +225,11 @@ static void run_sweep(void)
     }
     printf("  %8d %14.3f %14.3f   %6.0f / %6.0f GB/s\n", sls[k], ms[0], ms[1],
            gbps(&b, &l, ms[0]), gbps(&b, &l, ms[1]));
+    char name[32];
+    for (int t = 0; t < 2; t++) {
+      snprintf(name, sizeof name, "SL%d-thr%d", sls[k], thresholds[t]);
+      bench_db_figure(rec, name, text, "gpu:backward", NULL, ms[t], bwd_bytes(&b, &l), copy_gbps);
+    }
     fflush(stdout);
     tbe_layout_free(&l);
     gen_case_free(&b, &bwd);
@@ -227,16 +245,14 @@ int main(int argc, char **argv)
     printf("SKIP: %s\n", st.message);
     return 0;
   }
-  double copy;
-  if ((st = gpu_copy_ceiling((size_t)4 << 30, REPS, &copy)).code != TBE_OK)
+  rec = bench_db_open(argc, argv, "gpu_backward_bench", desc);
+  if ((st = gpu_copy_ceiling((size_t)4 << 30, REPS, &copy_gbps)).code != TBE_OK)
     die("copy ceiling", st);
   printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
-         omp_get_max_threads(), copy);
-  const char *only = argc > 1 ? argv[1] : NULL; /* a shape name, or "sweep" */
+         omp_get_max_threads(), copy_gbps);
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-    if (!only || !strcmp(only, shapes[k].name))
-      run_shape(&shapes[k]);
-  if (!only || !strcmp(only, "sweep"))
-    run_sweep();
+    run_shape(&shapes[k]);
+  run_sweep();
+  bench_db_close(rec);
   return 0;
 }

@@ -32,7 +32,7 @@ for arg in "$@"; do
       ctest --test-dir build-gpu -L sanitizer -V >"$OUT/sanitizer.log" 2>&1
       echo "ctest -L sanitizer: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|tests passed' "$OUT/sanitizer.log" | tr '\n' ' '))" ;;
     bwdbench)
-      build-gpu/bench/gpu_backward_bench | tee "$OUT/bwdbench.txt"
+      build-gpu/bench/gpu_backward_bench --db "$OUT/bench.db" | tee "$OUT/bwdbench.txt"
       python3 bench/torch_backward_peer.py | tee "$OUT/torch_bwd.txt"
       if [ -f .probe/backward_probe.cu ]; then
         nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/backward_probe .probe/backward_probe.cu &&

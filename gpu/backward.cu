@@ -83,7 +83,11 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
       if (key != (uint64_t)w.sentinel) {
         table = key_table(w, key);
         const int32_t len = w.run_len[r];
+#if defined(TBE_FAULT_THRESHOLD_GT) /* planted: SL == threshold counted short */
+        if (len <= w.threshold) {
+#else
         if (len < w.threshold) {
+#endif
           k = w.bucket ? bucket_of(w.b.D[table]) : wide;
           mine.s[k] = 1;
           kind = 1;

@@ -57,7 +57,11 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
 #pragma unroll
     for (int v = 0; v < VEC; v++)
       g[c][v] = __ldcg(w.part + first + v);
+#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the last chunk's partial left out */
+    for (int32_t k = 1; !w.atomic && k < L.chunks - 1; k++)
+#else
     for (int32_t k = 1; !w.atomic && k < L.chunks; k++)
+#endif
 #pragma unroll
       for (int v = 0; v < VEC; v++)
         g[c][v] = __fadd_rn(g[c][v], __ldcg(w.part + (int64_t)(L.chunk0 + k) * w.max_D + d0 + v));
@@ -82,6 +86,12 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     const int64_t e = min((int64_t)r.start + r.len, s + (int64_t)w.chunk);
     float acc[CPL][VEC];
     bwd_sum<W, CPL, VEC, U>(w, s, e, D, acc, lane, mask);
+#if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
+    int early = 0;
+    if (fused && lane == 0)
+      early = atomicSub(w.countdown + ch.lrun, 1) == 1;
+    early = __shfl_sync(mask, early, 0, W);
+#endif
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
       const int d0 = VEC * (lane + W * c);
@@ -97,11 +107,17 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     }
     if (!fused)
       continue;
+#if !defined(TBE_FAULT_FUSED_NO_FENCE) /* planted: the partial may not be visible to the last */
     __threadfence();
+#endif
     __syncwarp(mask);
     int last = 0;
+#if defined(TBE_FAULT_COUNTDOWN_FIRST)
+    last = early;
+#else
     if (lane == 0)
       last = atomicSub(w.countdown + ch.lrun, 1) == 1;
+#endif
     last = __shfl_sync(mask, last, 0, W);
     if (last) {
       __threadfence();

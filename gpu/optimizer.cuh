@@ -97,7 +97,12 @@ __device__ __forceinline__ void dev_store_w(const dev_opt &o, void *w, tbe_dtype
   if (t == TBE_FP32)
     ((float *)w)[e] = v;
   else
+#if defined(TBE_FAULT_SR_SWAP) /* planted: the Philox counter's row and column swapped */
+    ((uint16_t *)w)[e] = o.sr ? dev_sr_round(v, t, dev_sr_draw(o, (int32_t)key, (uint64_t)col))
+                              : dev_to_16(v, t);
+#else
     ((uint16_t *)w)[e] = o.sr ? dev_sr_round(v, t, dev_sr_draw(o, col, key)) : dev_to_16(v, t);
+#endif
 }
 
 /* The butterfly of the 32-lane scheme within a group of W lanes (all W lanes call it). */
