@@ -16,6 +16,7 @@ import resource
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -71,6 +72,16 @@ def query(db, sql, params=()):
 
 def scalar(db, sql, params=()):
     return query(db, sql, params)[0][0]
+
+
+def write_npy(path, descr, values):
+    """A 1-D .npy file (format 1.0) of 16-bit ('<f2', '<u2') or 64-bit ('<i8') values as bits."""
+    fmt = {"<f2": "H", "<u2": "H", "<i8": "q"}[descr]
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(values))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%d%s" % (len(values), fmt), *values))
 
 
 def read_bytes(path):
@@ -136,6 +147,11 @@ def test_bad_input():
     os.makedirs("capture")
     _, err = expect(2, "import", "capture")
     check("weights.npy is missing" in err, err)
+    # a table without rows (E = 0): a repair to row 0 would read past it
+    expect(0, "export", "T=2 B=2 E=5,6 D=4 L=2", "empty")
+    write_npy(os.path.join("empty", "E.npy"), "<i8", (5, 0))
+    _, err = expect(2, "import", "empty", "--engines", "ref")
+    check("E[1] is 0" in err, err)
     _, err = expect(2, "replay", "99")
     check("no case with id or hash '99'" in err, err)
 
@@ -372,6 +388,15 @@ def test_import():
     _, err = expect(2, "import", "cap", "--pool", "mean")
     check("MEAN" in err, err)
     expect(2, "import", "cap", "--pool", "max")
+    # Inf and NaN weights are valid: the exact value is their IEEE sum, matched, not bounded
+    # (a NaN bound once failed the violations insert: exit 3, an incomplete run)
+    for name, row, want in (("inf", (0x7C00, 0x3C00), "pass"), ("nan", (0x7E00, 0x3C00), "pass")):
+        expect(0, "export", "E=1 D=2 B=1 L=1 wdtype=fp16", name)
+        write_npy(os.path.join(name, "weights.npy"), "<f2", row)
+        expect(0, "import", name, "--engines", "ref")
+        rows = query("tbecheck.db", "SELECT DISTINCT status FROM results WHERE run = "
+                                    "(SELECT max(id) FROM runs)")
+        check(rows == [(want,)], f"{name}: {rows}")
 
 
 def test_replay():

@@ -17,6 +17,9 @@
  *          ceil(E/16) chunks is added with round-toward-zero (2u in place of u), then each of the
  *          t positions past the first 256 with round-to-nearest: e = gamma_{2u}(chunks + t) * A.
  *   exact: the double we return is itself off by u64*|S| (twice for MEAN) + gamma64(n)^2 * A.
+ * Inf and NaN terms (non-finite weights: valid input) are summed apart, in IEEE arithmetic: when
+ * a bag holds any, its exact value is their sum (+-Inf, or NaN for a NaN or Infs of both signs;
+ * MEAN keeps it, as Inf/L and NaN/L do), with bound 0 (TBE_SEMANTICS.md 6: matched, not bounded).
  * The bound is the sum of these terms; A is taken as computed * (1 + 2*gamma64(n)) to cover its
  * own rounding.
  */
@@ -42,13 +45,15 @@ static double weight_at(const tbe_batch *b, int64_t e)
   return ((const float *)b->weights)[e];
 }
 
-/* hi[d], lo[d], abs[d] over the bag's terms; returns n, the number of terms. */
+/* hi[d], lo[d], abs[d] over the bag's finite terms, and inf[d] the IEEE sum of its Inf and NaN
+ * terms (0 when there are none: then the exact value is hi + lo, else it is inf[d]); returns n,
+ * the number of terms. */
 static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t end, double *hi,
-                         double *lo, double *abs_sum)
+                         double *lo, double *abs_sum, double *inf)
 {
   int32_t D = b->D[j];
   for (int32_t d = 0; d < D; d++)
-    hi[d] = lo[d] = abs_sum[d] = 0.0;
+    hi[d] = lo[d] = abs_sum[d] = inf[d] = 0.0;
   int64_t n = 0;
   for (int64_t p = start; p < end; p++) {
     int64_t idx = tbe_iget(b->indices, b->itype, p);
@@ -59,6 +64,10 @@ static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t e
     int64_t row = b->table_offset[j] + idx * D;
     for (int32_t d = 0; d < D; d++) {
       double x = w * weight_at(b, row + d); /* exact */
+      if (!isfinite(x)) {
+        inf[d] += x;
+        continue;
+      }
       double s = hi[d] + x;
       double bb = s - hi[d];
       lo[d] += (hi[d] - (s - bb)) + (x - bb);
@@ -119,7 +128,7 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
                                 const unsigned char *tc_mask, double *exact, double *bound)
 {
   int threads = omp_get_max_threads();
-  double *scratch = malloc(sizeof(double) * 3 * (size_t)l->max_D * (size_t)threads);
+  double *scratch = malloc(sizeof(double) * 4 * (size_t)l->max_D * (size_t)threads);
   if (!scratch)
     return tbe_error(TBE_ENOMEM, "scratch", -1, "cannot allocate exact-forward scratch");
   if (b->pool == TBE_POOL_NONE) {
@@ -128,8 +137,8 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
   }
 #pragma omp parallel num_threads(threads)
   {
-    double *hi = scratch + 3 * (size_t)l->max_D * (size_t)omp_get_thread_num();
-    double *lo = hi + l->max_D, *A = lo + l->max_D;
+    double *hi = scratch + 4 * (size_t)l->max_D * (size_t)omp_get_thread_num();
+    double *lo = hi + l->max_D, *A = lo + l->max_D, *inf = A + l->max_D;
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < l->total_B; i++) {
       int32_t j = b->feature_table_map[l->bag_feature[i]];
@@ -142,20 +151,22 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
           for (int32_t d = 0; idx != -1 && d < D; d++) {
             double v = weight_at(b, b->table_offset[j] + idx * D + d);
             exact[p * D + d] = v;
-            bound[p * D + d] = narrowing_store(b) ? ref_store_error(b->out_dtype, fabs(v)) : 0.0;
+            bound[p * D + d] = narrowing_store(b) && isfinite(v)
+                                   ? ref_store_error(b->out_dtype, fabs(v))
+                                   : 0.0;
           }
         }
         continue;
       }
-      int64_t n = exact_bag(b, j, start, end, hi, lo, A);
+      int64_t n = exact_bag(b, j, start, end, hi, lo, A, inf);
       int64_t L = end - start;
       int64_t tc = tc_mask && tc_mask[l->bag_feature[i]] ? tc_roundings(b, j, start, end) : -1;
       for (int32_t d = 0; d < D; d++) {
         double v = hi[d] + lo[d];
         if (b->pool == TBE_POOL_MEAN && L > 0)
           v = v / (double)L;
-        exact[l->bag_out[i] + d] = v;
-        bound[l->bag_out[i] + d] = pooled_bound(b, n, L, v, A[d], tc);
+        exact[l->bag_out[i] + d] = inf[d] != 0 ? inf[d] : v;
+        bound[l->bag_out[i] + d] = inf[d] != 0 ? 0.0 : pooled_bound(b, n, L, v, A[d], tc);
       }
     }
   }
