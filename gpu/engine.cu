@@ -1,5 +1,7 @@
 /* engine.cu: the GPU engine behind gpu_run_forward: uploads a batch, poisons the output between
- * guard regions, runs the bounds check and the forward, times them, and copies everything back.
+ * guard regions, runs the bounds check and the forward, times them, and copies everything back;
+ * then runs the forward again over another poison and counts the elements that differ (an
+ * unwritten element, or a nondeterministic one). It also holds the small-table path's policy.
  * Not a kernel file: the kernels are in bounds.cu and forward.cu.
  */
 #include <cstdlib>
@@ -7,7 +9,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "bounds.h"
 #include "forward_small.h"
 #include "cuda_check.h"
 #include "gpu_internal.h"
@@ -16,6 +17,12 @@ namespace {
 
 const size_t GUARD = 4096;          /* bytes before and after the output */
 const unsigned char POISON = 0xFF;  /* 0xFFFF.. is a NaN in fp32, fp16 and bf16 */
+const unsigned char POISON2 = 0x7B; /* the rerun's: 0x7B7B.. is finite in fp32, fp16 and bf16, so
+                                     * an unwritten element differs from a NaN reference too */
+/* Mean bag length from which fwd.small=auto takes the path: measured on the H200 (S1 shape,
+ * bench/RESULTS.md), it is 1.05x slower than the generic path at L = 128 and 0.72x at 256. The
+ * GPU's choice alone: it reports it in gpu_fwd_result.small_mask, which the harness reads. */
+const double SMALL_AUTO_L = 256;
 
 /* Device allocations of one run, freed together. */
 struct dev_arena {
@@ -84,6 +91,8 @@ struct gpu_session {
   void *pristine_indices, *pristine_offsets;
   void *guarded;
   dev_bounds *state;
+  dev_offender *offender;
+  unsigned char poison; /* the byte the output and guards are filled with before a forward */
   cudaEvent_t ev[2];
   tbe_bounds_mode mode;
   float ms;
@@ -91,13 +100,21 @@ struct gpu_session {
   std::vector<unsigned char> small; /* [T]: the last forward's small-table features */
 };
 
-/* Which features take the small-table path (ref_small_choose under the configured mode). */
+/* Which features take the small-table path: with fwd.small=on every eligible one
+ * (ref_small_eligible), with auto those whose mean bag length on the offsets as given reaches
+ * SMALL_AUTO_L, with off none. */
 static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode m,
                          std::vector<unsigned char> &small)
 {
   small.assign(h->T, 0);
-  if (m != GPU_SMALL_OFF)
-    ref_small_choose(h, l, m == GPU_SMALL_ON, small.data());
+  for (int32_t t = 0; m != GPU_SMALL_OFF && t < h->T; t++) {
+    const int64_t b0 = l->B_offsets[t], b1 = l->B_offsets[t + 1];
+    const double mean_L =
+        b1 > b0 ? (double)(tbe_iget(h->offsets, h->itype, b1) - tbe_iget(h->offsets, h->itype, b0)) /
+                      (double)(b1 - b0)
+                : 0.0;
+    small[t] = ref_small_eligible(h, t) && (m == GPU_SMALL_ON || mean_L >= SMALL_AUTO_L);
+  }
 }
 
 static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_session *s)
@@ -139,6 +156,8 @@ static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_sess
   TRY(arena.alloc(s->out_bytes + 2 * GUARD, &s->guarded));
   b.out = (char *)s->guarded + GUARD;
   TRY(arena.alloc(sizeof(dev_bounds), (void **)&s->state));
+  TRY(arena.alloc(sizeof(dev_offender), (void **)&s->offender));
+  s->poison = POISON;
   b.N = h->N;
   b.total_B = l->total_B;
   b.total_D = l->total_D;
@@ -174,6 +193,7 @@ extern "C" tbe_status gpu_session_open(const tbe_batch *b, const tbe_layout *l,
 extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
                                           const gpu_fwd_config *cfg, int bounds_only, float *ms)
 {
+  TRY(gpu_forward_check_config(cfg));
   const tbe_batch *h = s->h;
   const dev_batch &b = s->b;
   const size_t isz = tbe_itype_size(h->itype);
@@ -183,7 +203,7 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
                           cudaMemcpyDeviceToDevice, stream));
   GPU_TRY(cudaMemcpyAsync(b.offsets, s->pristine_offsets, isz * (size_t)(b.total_B + 1),
                           cudaMemcpyDeviceToDevice, stream));
-  GPU_TRY(cudaMemsetAsync(s->guarded, POISON, s->out_bytes + 2 * GUARD, stream));
+  GPU_TRY(cudaMemsetAsync(s->guarded, s->poison, s->out_bytes + 2 * GUARD, stream));
   const dev_bounds fresh = {0, ~0ull, ~0ull};
   GPU_TRY(cudaMemcpyAsync(s->state, &fresh, sizeof fresh, cudaMemcpyHostToDevice, stream));
 
@@ -212,12 +232,29 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
     TRY(gpu_forward_small(b, small.data(), (int)small.size(), fused, mode, s->state, stream));
   }
   GPU_TRY(cudaEventRecord(s->ev[1], stream));
+  if (mode == TBE_BOUNDS_FATAL) /* untimed */
+    TRY(gpu_bounds_offender(b, s->state, s->offender, stream));
   GPU_TRY(cudaEventSynchronize(s->ev[1]));
   GPU_TRY(cudaEventElapsedTime(&s->ms, s->ev[0], s->ev[1]));
   s->mode = mode;
   if (ms)
     *ms = s->ms;
   return tbe_ok();
+}
+
+/* The FATAL status for the offender the GPU named, in the words of ref_bounds_offender's
+ * fields (feature, bag, position, value) but its own message. */
+static tbe_status offender_status(const dev_offender &o)
+{
+  const bool index = o.kind == 2;
+  tbe_status st = tbe_error(TBE_EBOUNDS, index ? "indices" : "offsets", o.position,
+                            "the GPU names %s: feature %lld, bag %lld, position %lld, value %lld",
+                            index ? "an index" : "an offset", o.feature, o.bag, o.position,
+                            o.value);
+  st.feature = o.feature;
+  st.bag = o.bag;
+  st.value = o.value;
+  return st;
 }
 
 extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
@@ -231,10 +268,12 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   GPU_TRY(cudaMemcpy(&got, s->state, sizeof got, cudaMemcpyDeviceToHost));
   r->warnings = s->mode == TBE_BOUNDS_WARNING ? (int64_t)got.counter : 0;
   r->bounds = tbe_ok();
-  if (s->mode == TBE_BOUNDS_FATAL && got.first_bad_bag != ~0ull)
-    r->bounds = ref_bounds_offender(h, l, (int64_t)got.first_bad_bag, -1);
-  else if (s->mode == TBE_BOUNDS_FATAL && got.first_bad_index != ~0ull)
-    r->bounds = ref_bounds_offender(h, l, -1, (int64_t)got.first_bad_index);
+  if (s->mode == TBE_BOUNDS_FATAL) {
+    dev_offender o;
+    GPU_TRY(cudaMemcpy(&o, s->offender, sizeof o, cudaMemcpyDeviceToHost));
+    if (o.kind != 0)
+      r->bounds = offender_status(o);
+  }
   r->out = malloc(s->out_bytes + 1);
   r->indices = malloc(isz * (size_t)h->N + 1);
   r->offsets = malloc(isz * (size_t)(l->total_B + 1));
@@ -252,7 +291,7 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   GPU_TRY(cudaMemcpy(guards.data() + GUARD, (char *)s->b.out + s->out_bytes, GUARD,
                      cudaMemcpyDeviceToHost));
   for (unsigned char c : guards)
-    r->guard_errors += c != POISON;
+    r->guard_errors += c != s->poison;
   for (int32_t t = 0; t < h->T; t++) {
     r->small_mask[t] = s->small.empty() ? 0 : s->small[t];
     r->small_features += r->small_mask[t];
@@ -272,17 +311,47 @@ extern "C" void gpu_session_close(gpu_session *s)
   delete s;
 }
 
+/* Elements of n of `size` bytes each that differ between a and b. */
+static int64_t differing(const void *a, const void *b, int64_t n, size_t size)
+{
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++)
+    k += memcmp((const char *)a + (size_t)i * size, (const char *)b + (size_t)i * size, size) != 0;
+  return k;
+}
+
 extern "C" tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l,
                                       tbe_bounds_mode mode, const gpu_fwd_config *cfg,
                                       gpu_fwd_result *r)
 {
   memset(r, 0, sizeof *r);
   gpu_session *s;
+  gpu_fwd_result again;
+  memset(&again, 0, sizeof again);
   tbe_status st = gpu_session_open(b, l, &s);
   if (st.code == TBE_OK)
     st = gpu_session_forward(s, mode, cfg, 0, nullptr);
   if (st.code == TBE_OK)
     st = gpu_session_results(s, r);
+  if (st.code == TBE_OK) {
+    s->poison = POISON2;
+    st = gpu_session_forward(s, mode, cfg, 0, nullptr);
+  }
+  if (st.code == TBE_OK)
+    st = gpu_session_results(s, &again);
+  if (st.code == TBE_OK) {
+    const size_t isz = tbe_itype_size(b->itype);
+    r->rerun_diffs = differing(r->out, again.out, l->out_elems, tbe_dtype_size(b->out_dtype)) +
+                     differing(r->indices, again.indices, b->N, isz) +
+                     differing(r->offsets, again.offsets, l->total_B + 1, isz) +
+                     (r->warnings != again.warnings) +
+                     (r->bounds.code != again.bounds.code || r->bounds.feature != again.bounds.feature ||
+                      r->bounds.bag != again.bounds.bag ||
+                      r->bounds.position != again.bounds.position ||
+                      r->bounds.value != again.bounds.value);
+    r->guard_errors += again.guard_errors;
+  }
+  gpu_fwd_result_free(&again);
   gpu_session_close(s);
   return st;
 }
