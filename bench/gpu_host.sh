@@ -11,7 +11,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
   -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
   -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j16 --target device_test gpu_forward_test gpu_forward_bench tbecheck >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+cmake --build build-gpu -j16 --target device_test gpu_forward_test gpu_backward_test gpu_forward_bench tbecheck >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 rc=0
 if [[ " $* " == *" quicktest "* ]]; then
   # the CLI's gpu engine and the small-table lines of gpu.cases (model statistics)
@@ -20,7 +20,7 @@ if [[ " $* " == *" quicktest "* ]]; then
   grep -E "fwd.small|E=50 |E=17,33" cases/gpu.cases >"$OUT/small.cases"
   build-gpu/gpu/gpu_forward_test "$OUT/small.cases" >>"$OUT/ctest-gpu.log" 2>&1 || rc=1
 elif [[ " $* " != *" notest "* ]]; then
-  ctest --test-dir build-gpu -L gpu -V >"$OUT/ctest-gpu.log" 2>&1
+  ctest --test-dir build-gpu -L gpu -j4 -V >"$OUT/ctest-gpu.log" 2>&1
   rc=$?
 fi
 grep -E "FAIL|failures|Test +#|tests passed|small-table path:|vs reference:" "$OUT/ctest-gpu.log" | head -40

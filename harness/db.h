@@ -36,6 +36,7 @@ typedef struct {
   int dirty;
   const char *host, *cpu, *gpu, *driver, *cuda, *tool_version, *argv, *engines, *shard;
   int repeats;
+  int injected; /* 1: the run injects a fault (--inject-fault); runs.injected */
 } db_run_info;
 
 /* Inserts the run (incomplete, started now) and sets *run to its id. */

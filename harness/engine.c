@@ -130,9 +130,8 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                         eng_run *r);
 static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                            eng_run *r);
+static int eng_produces(eng_id e, const char *name);
 
-static const char *const eng_forward_outputs[] = {"output", "indices", "offsets", "warnings",
-                                                  "offender", NULL};
 static const char *const eng_all_outputs[] = {"output", "indices", "offsets", "warnings",
                                               "offender", "weights", "momentum", "psw_grad",
                                               NULL};
@@ -143,7 +142,7 @@ static const struct {
   eng_fn run;
 } eng_table[ENG_COUNT] = {
   [ENG_REF] = {"ref", eng_all_outputs, eng_run_ref},
-  [ENG_GPU] = {"gpu", eng_forward_outputs, eng_run_gpu},
+  [ENG_GPU] = {"gpu", eng_all_outputs, eng_run_gpu},
   [ENG_ORACLE] = {"oracle", eng_all_outputs, eng_run_oracle},
 };
 
@@ -221,9 +220,20 @@ tbe_status eng_parse_fault(const char *spec, eng_options *o)
       (at && *at && (end == at + 1 || *end)))
     return tbe_error(TBE_EINVAL, "inject-fault", -1,
                      "'%s' is not ENGINE:OUTPUT[@INDEX] (e.g. gpu:output or ref:indices@3)", spec);
-  o->fault_engine = (eng_id)e;
   memcpy(o->fault_output, colon + 1, len);
   o->fault_output[len] = '\0';
+  if (!eng_produces((eng_id)e, o->fault_output)) {
+    char names[160] = "";
+    for (const char *const *p = eng_table[e].produces; *p; p++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+               names[0] ? ", " : "", *p);
+    tbe_status s = tbe_error(TBE_EINVAL, "inject-fault", -1,
+                             "'%s': %s has no output '%s' (its outputs: %s)", spec,
+                             eng_table[e].name, o->fault_output, names);
+    o->fault_output[0] = '\0';
+    return s;
+  }
+  o->fault_engine = (eng_id)e;
   o->fault_index = index;
   return tbe_ok();
 }
@@ -481,13 +491,19 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                         eng_run *r)
 {
   gpu_fwd_result g;
-  tbe_status s = x->opt.gpu.forward(b, l, j->mode, j->cfg, &g);
+  gpu_bwd_result gb;
+  const gen_bwd *bwd = j->bwd;
+  gpu_bwd_config gcfg = {(gpu_long_mode)(bwd ? bwd->gpu_long : 0), bwd ? bwd->gpu_no_bucket : 0};
+  tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
+                                bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g,
+                                &gb);
   if (s.code != TBE_OK) {
     eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
-    x->opt.gpu.free(&g);
+    x->opt.gpu.fwd_free(&g);
+    x->opt.gpu.bwd_free(&gb);
     return;
   }
-  r->ms = g.ms;
+  r->ms = g.ms + gb.ms;
   s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
@@ -496,13 +512,18 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
       snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
                "%d bytes written outside the output (guard regions)", g.guard_errors);
   }
+  if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
+    s = eng_push_backward(r, b, bwd->cfg, gb.weights, gb.momentum, gb.psw_grad);
   /* on the output, or without one (FATAL) on the last bounds output */
-  eng_output *o = s.code == TBE_OK && r->n_out ? &r->out[r->n_out - 1] : NULL;
+  eng_output *o = s.code == TBE_OK && r->n_out ? (eng_output *)eng_find(r, "output") : NULL;
+  if (!o && s.code == TBE_OK && r->n_out)
+    o = &r->out[r->n_out - 1];
   if (o && g.rerun_diffs && !o->fault[0])
     snprintf(o->fault, sizeof o->fault,
              "%lld elements differ in a second run over another poison: unwritten, or not "
              "deterministic", (long long)g.rerun_diffs);
-  x->opt.gpu.free(&g);
+  x->opt.gpu.fwd_free(&g);
+  x->opt.gpu.bwd_free(&gb);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
 }
@@ -682,13 +703,14 @@ tbe_status eng_open(const eng_options *opt, eng_ctx **out)
   for (int e = 0; e < ENG_COUNT; e++)
     if (!(x->opt.engines & (1u << e)))
       snprintf(x->unavailable[e], sizeof x->unavailable[e], "not asked for");
-  if (!x->opt.gpu.forward) {
-    x->opt.gpu.forward = gpu_run_forward;
-    x->opt.gpu.free = gpu_fwd_result_free;
+  if (!x->opt.gpu.run) {
+    x->opt.gpu.run = gpu_run;
+    x->opt.gpu.fwd_free = gpu_fwd_result_free;
+    x->opt.gpu.bwd_free = gpu_bwd_result_free;
   } else {
     snprintf(x->gpu_desc, sizeof x->gpu_desc, "a stand-in for the GPU forward");
   }
-  if ((opt->engines & (1u << ENG_GPU)) && !opt->gpu.forward) {
+  if ((opt->engines & (1u << ENG_GPU)) && !opt->gpu.run) {
     tbe_status s = gpu_probe(x->gpu_desc, sizeof x->gpu_desc);
     if (s.code != TBE_OK) {
       snprintf(x->unavailable[ENG_GPU], sizeof x->unavailable[0], "%s", s.message);
@@ -1205,14 +1227,21 @@ static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run run
   for (int e = ENG_REF + 1; s.code == TBE_OK && e < ENG_COUNT; e++)
     if (x->opt.engines & (1u << e))
       s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, tw, b, l);
+  if (s.code == TBE_OK && res->n_checks == 0) /* every case stores at least its outcome */
+    s = eng_note(res, ENG_REF, "exact", ref->n_out ? ref->out[0].path : "forward",
+                 ref->n_out ? ref->out[0].name : "output", ENG_UNSUPPORTED,
+                 "nothing to compare: %s, and no other engine ran", eng_missing_why(ref));
   return s;
 }
 
-/* Test the tester: moves element i of the named output by one unit in the last place. */
-static void eng_inject_fault(eng_run *r, const char *name, int64_t i)
+/* Test the tester: moves element i of the named output by one unit in the last place. Records
+ * in res whether it landed and how long the output was (-1: the run did not produce it). */
+static void eng_inject_fault(eng_run *r, const char *name, int64_t i, eng_case_result *res)
 {
   eng_output *o = (eng_output *)eng_find(r, name);
-  if (!o || i >= o->n)
+  res->fault_elements = o ? o->n : -1;
+  res->fault_landed = o && i < o->n;
+  if (!res->fault_landed)
     return;
   if (o->is_int)
     tbe_iset(o->data, o->itype, i, tbe_iget(o->data, o->itype, i) + 1);
@@ -1285,7 +1314,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
       bytes = eng_forward_bytes(b, &l);
     }
     if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
-      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index);
+      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
   }
   memcpy(b->indices, idx_ref, idx_bytes);
   memcpy(b->offsets, off_ref, off_bytes);

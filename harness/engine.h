@@ -48,17 +48,20 @@ tbe_status eng_parse_list(const char *list, unsigned *mask);
 /* Formats a mask as "ref,gpu,oracle" (in eng_id order) into buf. */
 void eng_format_list(unsigned mask, char *buf, size_t n);
 
-/* The GPU forward the gpu engine calls. */
+/* The GPU calls the gpu engine makes (gpu_run's contract). */
 typedef struct {
-  tbe_status (*forward)(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
-                        const gpu_fwd_config *cfg, gpu_fwd_result *r);
-  void (*free)(gpu_fwd_result *r);
+  tbe_status (*run)(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                    const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
+                    const gpu_bwd_config *gcfg, const void *grad_output, const float *momentum,
+                    gpu_fwd_result *fr, gpu_bwd_result *br);
+  void (*fwd_free)(gpu_fwd_result *r);
+  void (*bwd_free)(gpu_bwd_result *r);
 } eng_gpu_calls;
 
 typedef struct {
   unsigned engines;       /* mask of engines to run (eng_parse_list) */
-  eng_gpu_calls gpu;      /* {NULL, NULL}: gpu_run_forward and gpu_fwd_result_free; a test's
-                           * CPU stand-in otherwise (the GPU is then not probed) */
+  eng_gpu_calls gpu;      /* zeros: gpu_run, gpu_fwd_result_free, gpu_bwd_result_free; a
+                           * test's CPU stand-in otherwise (the GPU is then not probed) */
   int max_violations;     /* violations recorded per check, with coordinates */
   eng_id fault_engine;    /* test the tester: after this engine ran, ... */
   char fault_output[32];  /* ... its output of this name ("": no fault) ... */
@@ -67,7 +70,9 @@ typedef struct {
 } eng_options;
 
 /* Parses "ENGINE:OUTPUT[@INDEX]" (e.g. "gpu:output@17"; INDEX defaults to 0) into o's fault
- * fields. TBE_EINVAL if it is malformed or names an unknown engine. */
+ * fields. TBE_EINVAL if it is malformed, names an unknown engine, or an output that engine never
+ * computes. Whether the fault lands (the engine runs here, the output is that long) only the
+ * run can tell: eng_case_result.fault_elements. */
 tbe_status eng_parse_fault(const char *spec, eng_options *o);
 
 typedef struct eng_ctx eng_ctx;
@@ -123,6 +128,8 @@ typedef struct {
   eng_perf perf[ENG_COUNT];
   int n_perf;
   double ref_ms, gpu_ms;    /* negative when that engine did not run */
+  int fault_landed;         /* the options' fault moved an element of this case's output */
+  int64_t fault_elements;   /* that output's length here (-1: the engine did not produce it) */
 } eng_case_result;
 
 /* Runs the batch through every engine of x and fills *r with the checks. b must be a pristine

@@ -291,13 +291,22 @@ static void *copy_of(const void *p, size_t n)
   return q;
 }
 
-/* gpu_run_forward's contract on the CPU: bounds check and forward of the reference on copies of
+/* gpu_run's contract on the CPU (forward only): bounds check and forward of the reference on copies of
  * the indices and offsets; features on the small path (fwd.small=on, or stand_in.all_small) get
  * the tensor-core model's bits, with stand_in.drop's lookup left out of it. */
-static tbe_status stand_in_forward(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
-                                   const gpu_fwd_config *cfg, gpu_fwd_result *r)
+static tbe_status stand_in_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                               const gpu_fwd_config *cfg, const ref_bwd_config *bcfg,
+                               const gpu_bwd_config *gcfg, const void *grad_output,
+                               const float *momentum, gpu_fwd_result *r, gpu_bwd_result *br)
 {
+  (void)gcfg;
+  (void)grad_output;
+  (void)momentum;
   memset(r, 0, sizeof *r);
+  if (br)
+    memset(br, 0, sizeof *br);
+  if (bcfg)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "the stand-in runs no backward");
   size_t isz = tbe_itype_size(b->itype);
   tbe_batch w = *b;
   w.indices = r->indices = copy_of(b->indices, isz * (size_t)b->N);
@@ -324,6 +333,8 @@ static tbe_status stand_in_forward(const tbe_batch *b, const tbe_layout *l, tbe_
   return s;
 }
 
+static void stand_in_bwd_free(gpu_bwd_result *r) { memset(r, 0, sizeof *r); }
+
 static void stand_in_free(gpu_fwd_result *r)
 {
   free(r->out);
@@ -348,8 +359,9 @@ static const eng_check *find_on(const eng_case_result *r, eng_id e, const char *
 static eng_options stand_in_options(const char *fault)
 {
   eng_options o = options((1u << ENG_REF) | (1u << ENG_GPU), fault);
-  o.gpu.forward = stand_in_forward;
-  o.gpu.free = stand_in_free;
+  o.gpu.run = stand_in_run;
+  o.gpu.fwd_free = stand_in_free;
+  o.gpu.bwd_free = stand_in_bwd_free;
   return o;
 }
 

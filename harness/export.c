@@ -275,7 +275,7 @@ tbe_status export_case(const char *case_text, const char *dir)
   tbe_case *c = NULL;
   tbe_batch b;
   memset(&b, 0, sizeof b);
-  gen_bwd bwd = {NULL, NULL, NULL};
+  gen_bwd bwd = {0};
   char canon[1024];
 
   tbe_status s = case_parse(case_text, &c);
