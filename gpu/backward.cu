@@ -245,7 +245,10 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   BWD_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.run_key));
   BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_len));
   BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_start));
-  BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
+  w.val_bag = h->pool != TBE_POOL_NONE && !h->per_sample_weights;
+  w.B = h->R ? 0 : h->B;
+  if (h->per_sample_weights)
+    BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
   if (w.key64)
     BWD_TRY(gpu_transpose_bytes<uint64_t>(N, bits, &g->t.temp_bytes));
   else
@@ -393,28 +396,35 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   return tbe_ok();
 }
 
-tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
+tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
 {
-  memset(r, 0, sizeof *r);
-  const dev_bwd &w = g->w;
+  memset(st, 0, sizeof *st);
   if (g->timed) {
     GPU_TRY(cudaEventSynchronize(g->ev[5]));
     float ms[5];
     for (int i = 0; i < 5; i++)
       GPU_TRY(cudaEventElapsedTime(&ms[i], g->ev[i], g->ev[i + 1]));
-    r->sort_ms = ms[0];
-    r->classify_ms = ms[1];
-    r->psw_ms = ms[2];
-    r->short_ms = ms[3];
-    r->long_ms = ms[4];
-    r->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
+    st->sort_ms = ms[0];
+    st->classify_ms = ms[1];
+    st->psw_ms = ms[2];
+    st->short_ms = ms[3];
+    st->long_ms = ms[4];
+    st->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
   }
   GPU_TRY(cudaDeviceSynchronize());
   bwd_counts c;
-  GPU_TRY(cudaMemcpy(&c, w.counts, sizeof c, cudaMemcpyDeviceToHost));
-  r->runs = c.num_runs;
-  r->long_runs = c.longs;
-  r->chunks = c.chunks;
+  GPU_TRY(cudaMemcpy(&c, g->w.counts, sizeof c, cudaMemcpyDeviceToHost));
+  st->runs = c.num_runs;
+  st->long_runs = c.longs;
+  st->chunks = c.chunks;
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
+{
+  memset(r, 0, sizeof *r);
+  const dev_bwd &w = g->w;
+  BWD_TRY(gpu_bwd_stats_get(g, &r->stats));
   r->weights = malloc(g->weight_bytes + 1);
   r->momentum = w.momentum ? (float *)malloc(sizeof(float) * (size_t)g->rows + 1) : nullptr;
   r->psw_grad = w.psw_grad ? (float *)malloc(sizeof(float) * (size_t)h->N + 1) : nullptr;

@@ -48,12 +48,14 @@ struct dev_bwd {
   const void *grad;            /* [out_elems] grad_output in the output dtype */
   float clip;                  /* > 0: clamp G to [-clip, clip] */
   const int64_t *rows_cumsum;  /* [num_tables + 1] the first key of each table */
-  int32_t *bag_of_pos;         /* [N] bag of each position (-1 outside every bag) */
+  int32_t *bag_of_pos;         /* [N] bag of each position (-1 outside every bag); weighted only */
+  int val_bag;                 /* sorted values are bags (pooled, unweighted), else positions */
+  int32_t B;                   /* bags per feature of a fixed batch (0: VBE) */
   int key64;                   /* keys are uint64 (else uint32) */
   const void *run_key;         /* [N] unique keys of the runs (after the encode) */
   const int32_t *run_len;      /* [N] */
   const int32_t *run_start;    /* [N] exclusive sum of run_len */
-  const int32_t *pos;          /* [N] sorted positions */
+  const int32_t *pos;          /* [N] sorted values: bags or positions (val_bag) */
   bwd_counts *counts;
   bwd_run *shorts;             /* short runs, bucket k at short_base[k] */
   int64_t short_base[BWD_BUCKETS + 1];
@@ -75,7 +77,7 @@ __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
   return w.key64 ? ((const uint64_t *)w.run_key)[r] : ((const uint32_t *)w.run_key)[r];
 }
 
-/* Element offset of G's row for sorted entry position p of bag `bag` (pooled: the bag's slice;
+/* Element offset of G's row for an entry of bag `bag` at position p (pooled: the bag's slice;
  * NONE: the position's row). */
 __device__ __forceinline__ int64_t bwd_g_row(const dev_bwd &w, int32_t bag, int64_t p, int32_t D)
 {
@@ -83,8 +85,8 @@ __device__ __forceinline__ int64_t bwd_g_row(const dev_bwd &w, int32_t bag, int6
     return p * D;
   if (w.b.bag_out)
     return w.b.bag_out[bag];
-  const int32_t t = bag_feature(w.b.B_offsets, w.b.T, bag);
-  return (bag - w.b.B_offsets[t]) * w.b.total_D + w.b.D_offsets[t];
+  const int32_t t = bag / w.B;
+  return (int64_t)(bag - t * w.B) * w.b.total_D + w.b.D_offsets[t];
 }
 
 /* G at element e, with the bag's MEAN scale s (1 when not MEAN). */
@@ -106,33 +108,64 @@ __device__ __forceinline__ float bwd_mean_scale(const dev_bwd &w, int32_t bag)
   return __fdiv_rn(1.0f, __ll2float_rn(L));
 }
 
+/* One sorted entry's contribution source: G's row, the MEAN scale, the per-sample weight. */
+struct bwd_src {
+  int64_t row;
+  float scale, pw;
+};
+
+__device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int64_t k, int32_t D)
+{
+  const int32_t v = w.pos[k];
+  int32_t bag = v;
+  int64_t p = v;
+  if (!w.val_bag) {
+    bag = w.b.pool == TBE_POOL_NONE ? 0 : w.bag_of_pos ? w.bag_of_pos[p] : 0;
+  }
+  return {bwd_g_row(w, bag, p, D), bwd_mean_scale(w, bag), w.b.psw ? w.b.psw[p] : 0.0f};
+}
+
 /* acc[c] (column lane + W*c) = the sum from +0 of sorted entries [s, e) of a run of a table of
- * width D, in order. A group of W lanes calls it together: it loads W entries' descriptors at
- * once (coalesced), then walks them one by one. */
+ * width D, in order. A group of W lanes calls it together: it loads W entries' sources at once
+ * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. */
 template <int W, int CPL>
 __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int32_t D,
                                         float (&acc)[CPL], int lane, unsigned mask)
 {
+  const int U = CPL >= 16 ? 1 : 4;
 #pragma unroll
   for (int c = 0; c < CPL; c++)
     acc[c] = 0.0f;
   const bool weighted = w.b.psw != nullptr;
   for (int64_t k0 = s; k0 < e; k0 += W) {
-    int64_t row = 0;
-    float scale = 1.0f, pw = 0.0f;
-    if (k0 + lane < e) {
-      const int32_t p = w.pos[k0 + lane];
-      const int32_t bag = w.bag_of_pos[p];
-      row = bwd_g_row(w, bag, p, D);
-      scale = bwd_mean_scale(w, bag);
-      if (weighted)
-        pw = w.b.psw[p];
-    }
+    bwd_src mine = {0, 1.0f, 0.0f};
+    if (k0 + lane < e)
+      mine = bwd_entry(w, k0 + lane, D);
     const int n = (int)min((int64_t)W, e - k0);
-    for (int i = 0; i < n; i++) {
-      const int64_t r = __shfl_sync(mask, row, i, W);
-      const float sc = __shfl_sync(mask, scale, i, W);
-      const float pwi = __shfl_sync(mask, pw, i, W);
+    int i = 0;
+    for (; i + U <= n; i += U) {
+      float v[U][CPL], pw[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int64_t r = __shfl_sync(mask, mine.row, i + u, W);
+        const float sc = __shfl_sync(mask, mine.scale, i + u, W);
+        pw[u] = __shfl_sync(mask, mine.pw, i + u, W);
+#pragma unroll
+        for (int c = 0; c < CPL; c++) {
+          const int d = lane + W * c;
+          v[u][c] = d < D ? bwd_g(w, r + d, sc) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+          acc[c] = weighted ? __fmaf_rn(pw[u], v[u][c], acc[c]) : __fadd_rn(acc[c], v[u][c]);
+    }
+    for (; i < n; i++) {
+      const int64_t r = __shfl_sync(mask, mine.row, i, W);
+      const float sc = __shfl_sync(mask, mine.scale, i, W);
+      const float pwi = __shfl_sync(mask, mine.pw, i, W);
 #pragma unroll
       for (int c = 0; c < CPL; c++) {
         const int d = lane + W * c;

@@ -124,7 +124,7 @@ static int repeat_test(const char *text, int reps)
     char what[64];
     snprintf(what, sizeof what, "launch %d", i + 1);
     fail |= same_bits(what, &r, &f, &g);
-    chunks = g.chunks;
+    chunks = g.stats.chunks;
     launches++;
     gpu_fwd_result_free(&f);
     gpu_bwd_result_free(&g);

@@ -311,18 +311,14 @@ extern "C" tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_co
   return gpu_bwd_open(s->h, s->l, s->b, cfg, g, grad_output, momentum, &s->bwd);
 }
 
-extern "C" tbe_status gpu_session_backward(gpu_session *s, float *ms)
+extern "C" tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
 {
   if (!s->bwd || !s->last)
     return tbe_error(TBE_EINVAL, "gpu", -1, "backward before gpu_session_backward_open or the "
                                             "forward");
   TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
-  gpu_bwd_result r;
-  TRY(gpu_bwd_results(s->bwd, s->h, &r));
-  if (ms)
-    *ms = (float)r.ms;
-  gpu_bwd_result_free(&r);
-  return tbe_ok();
+  gpu_bwd_stats local;
+  return gpu_bwd_stats_get(s->bwd, st ? st : &local);
 }
 
 extern "C" tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r)

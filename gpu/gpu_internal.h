@@ -77,6 +77,9 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
  * found; timed records the phase events. */
 tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
                            cudaStream_t stream);
+/* The last enqueue's times and counts (waits for it). */
+tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st);
+/* The last enqueue's results, copied back. */
 tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r);
 
 #endif

@@ -76,14 +76,19 @@ typedef struct {
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
 } gpu_bwd_config;
 
+/* A backward's times (CUDA events) and what its runs looked like (read back after it). */
+typedef struct {
+  double ms;         /* the whole backward + optimizer */
+  double sort_ms, classify_ms, psw_ms, short_ms, long_ms; /* its parts */
+  int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
+} gpu_bwd_stats;
+
 /* What one GPU backward produced, copied back (malloc'd; gpu_bwd_result_free). */
 typedef struct {
   void *weights;     /* [table_offset[num_tables]] updated, in the weight dtype */
   float *momentum;   /* [sum of E] updated (row-wise Adagrad), else NULL */
   float *psw_grad;   /* [N] per-sample-weight gradients (weighted), else NULL */
-  double ms;         /* the whole backward + optimizer, CUDA events */
-  double sort_ms, classify_ms, psw_ms, short_ms, long_ms; /* its parts */
-  int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
+  gpu_bwd_stats stats;
 } gpu_bwd_result;
 void gpu_bwd_result_free(gpu_bwd_result *r);
 
@@ -95,9 +100,9 @@ tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
                                      const gpu_bwd_config *g, const void *grad_output,
                                      const float *momentum);
 /* Runs the backward + optimizer on the last forward's bounds-checked inputs, without a host
- * sync until its end; *ms (may be NULL) is its time by CUDA events. A FATAL offender of the
+ * sync until its end; *st (may be NULL) gets its times and run counts. A FATAL offender of the
  * last forward makes it a no-op. */
-tbe_status gpu_session_backward(gpu_session *s, float *ms);
+tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
 /* Copies the last backward's results back. */
 tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);
 

@@ -37,6 +37,16 @@ static tbe_status db_fail(const char *path, sqlite3 *h, int rc, const char *what
                    h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
 }
 
+/* db_fail for an error while judging a file: what SQLite cannot run on it (a missing table or
+ * column, a damaged constraint) says the file is not a database of ours: bad input, not a bug. */
+static tbe_status db_fail_file(const char *path, sqlite3 *h, int rc, const char *what)
+{
+  tbe_status s = db_fail(path, h, rc, what);
+  if (s.code == TBE_EINTERNAL)
+    s.code = TBE_EINVAL;
+  return s;
+}
+
 /* Runs sql (one or more statements, no rows wanted). */
 static tbe_status db_exec(db *d, const char *sql, const char *what)
 {
@@ -106,7 +116,7 @@ static tbe_status db_check(const char *path, sqlite3 *h, int min_version, int *e
     return (rc & 0xff) == SQLITE_NOTADB
                ? tbe_error(TBE_EINVAL, "database", -1,
                            "%s is not a SQLite database (it may be another kind of file)", path)
-               : db_fail(path, h, rc, "cannot read the database header (truncated or corrupt)");
+               : db_fail_file(path, h, rc, "cannot read the database header (truncated or corrupt)");
   if (v == 0 && tables == 0) {
     *empty = 1;
     return tbe_ok();
@@ -117,7 +127,7 @@ static tbe_status db_check(const char *path, sqlite3 *h, int min_version, int *e
                      (long long)v);
   rc = db_int(h, "SELECT schema_version FROM meta", &v, &found);
   if (rc != SQLITE_OK || !found)
-    return rc != SQLITE_OK ? db_fail(path, h, rc, "cannot read its schema version (corrupt?)")
+    return rc != SQLITE_OK ? db_fail_file(path, h, rc, "cannot read its schema version (corrupt?)")
                            : tbe_error(TBE_EINVAL, "database", -1,
                                        "%s has no schema version (meta is empty)", path);
   *version = v;
@@ -141,7 +151,7 @@ static tbe_status db_check(const char *path, sqlite3 *h, int min_version, int *e
     return s;
   }
   sqlite3_finalize(st);
-  return db_fail(path, h, rc, "is corrupt or truncated");
+  return db_fail_file(path, h, rc, "is corrupt or truncated");
 }
 
 /* Checks the existing file at path without writing anything: a read-only connection, and an
@@ -163,6 +173,8 @@ static tbe_status db_validate(const char *path, int min_version, int *empty, int
 /* Creates the schema in a new (empty) database, unless a concurrent tbecheck just did (then
  * checks what it made), or upgrades an older one (upgrade.sql, unless a concurrent tbecheck just
  * did); in one transaction, with the views (views.sql). */
+static tbe_status db_prepare_all(db *d);
+
 static tbe_status db_create(db *d)
 {
   tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start creating the database");
@@ -177,6 +189,8 @@ static tbe_status db_create(db *d)
     s = db_exec(d, db_sql("upgrade"), "cannot upgrade the schema");
   if (s.code == TBE_OK && (empty || version < DB_SCHEMA_VERSION))
     s = db_exec(d, db_sql("views"), "cannot create the views");
+  if (s.code == TBE_OK) /* before the commit: tables that refuse our statements roll back */
+    s = db_prepare_all(d);
   if (s.code == TBE_OK)
     s = db_exec(d, "COMMIT", "cannot commit the new schema");
   if (s.code != TBE_OK)
@@ -277,15 +291,21 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   tbe_status s = rc == SQLITE_OK ? tbe_ok() : db_fail(path, d->h, rc, "cannot open");
   if (s.code == TBE_OK)
     sqlite3_busy_timeout(d->h, DB_BUSY_MS);
+  if (s.code == TBE_OK && mode == DB_WRITE && !fresh) {
+    /* before the switch to WAL writes the header: the tables must take our statements (a
+     * read-only connection does not compile their CHECK constraints, so db_check cannot); an
+     * older schema is upgraded in one transaction that rolls back if they do not */
+    s = version < DB_SCHEMA_VERSION ? db_create(d) : db_prepare_all(d);
+    if (s.code == TBE_EINTERNAL)
+      s.code = TBE_EINVAL;
+  }
   if (s.code == TBE_OK && mode == DB_WRITE)
     s = db_exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
                 "cannot switch to WAL");
   if (s.code == TBE_OK)
     s = db_exec(d, "PRAGMA foreign_keys = ON", "cannot enable foreign keys");
-  if (s.code == TBE_OK && mode == DB_WRITE && (fresh || version < DB_SCHEMA_VERSION))
+  if (s.code == TBE_OK && mode == DB_WRITE && fresh)
     s = db_create(d);
-  if (s.code == TBE_OK && mode == DB_WRITE)
-    s = db_prepare_all(d);
   if (s.code != TBE_OK) {
     db_close(d);
     return s;

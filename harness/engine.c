@@ -503,7 +503,7 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
     x->opt.gpu.bwd_free(&gb);
     return;
   }
-  r->ms = g.ms + gb.ms;
+  r->ms = g.ms + gb.stats.ms;
   s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
@@ -1273,6 +1273,13 @@ static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int
   p->bytes = bytes;
 }
 
+/* memcpy that allows n == 0 with NULL pointers (a batch without indices has indices NULL). */
+static void copy_bytes(void *dst, const void *src, size_t n)
+{
+  if (n)
+    memcpy(dst, src, n);
+}
+
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
                          const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *res)
 {
@@ -1295,9 +1302,9 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
     goto done;
   }
-  memcpy(idx0, b->indices, idx_bytes);
+  copy_bytes(idx0, b->indices, idx_bytes);
   memcpy(off0, b->offsets, off_bytes);
-  memcpy(idx_ref, b->indices, idx_bytes);
+  copy_bytes(idx_ref, b->indices, idx_bytes);
   memcpy(off_ref, b->offsets, off_bytes);
   eng_job job = {canon, mode, cfg, bwd};
   for (int e = 0; e < ENG_COUNT; e++) {
@@ -1305,18 +1312,18 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     snprintf(runs[e].reason, sizeof runs[e].reason, "%s", x->unavailable[e]);
     if (runs[e].status != ENG_PASS)
       continue;
-    memcpy(b->indices, idx0, idx_bytes);
+    copy_bytes(b->indices, idx0, idx_bytes);
     memcpy(b->offsets, off0, off_bytes);
     eng_table[e].run(x, b, &l, &job, &runs[e]);
     if (e == ENG_REF) {
-      memcpy(idx_ref, b->indices, idx_bytes);
+      copy_bytes(idx_ref, b->indices, idx_bytes);
       memcpy(off_ref, b->offsets, off_bytes);
       bytes = eng_forward_bytes(b, &l);
     }
     if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
       eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
   }
-  memcpy(b->indices, idx_ref, idx_bytes);
+  copy_bytes(b->indices, idx_ref, idx_bytes);
   memcpy(b->offsets, off_ref, off_bytes);
   s = eng_checks(x, res, runs, &tw, b, &l);
   for (int e = 0; e < ENG_COUNT; e++)
@@ -1325,7 +1332,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     res->ref_ms = runs[ENG_REF].ms;
   if (runs[ENG_GPU].status == ENG_PASS)
     res->gpu_ms = runs[ENG_GPU].ms;
-  memcpy(b->indices, idx0, idx_bytes);
+  copy_bytes(b->indices, idx0, idx_bytes);
   memcpy(b->offsets, off0, off_bytes);
 done:
   for (int e = 0; e < ENG_COUNT; e++)

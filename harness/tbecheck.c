@@ -28,6 +28,7 @@
 #include "export.h"
 #include "footprint.h"
 #include "gen.h"
+#include "fuzz_campaign.h"
 #include "import.h"
 #include "progress.h"
 #include "runinfo.h"
@@ -52,6 +53,7 @@ static const char usage_text[] =
     "  merge OUT.db IN.db ...     fold databases (e.g. shards) into one\n"
     "  random N SEED              print N random valid cases\n"
     "  --version                  version, commit, build type, CUDA on or off\n"
+    "  fuzz [--seconds S]         differential campaign over the edge space, failures shrunk\n"
     "\n"
     "A CASE is one line of key=value tokens (README.md), quoted as one argument; an argument\n"
     "without '=' is a case file (one case per line, '#' comments). The database is\n"
@@ -1230,6 +1232,7 @@ int main(int argc, char **argv)
     {"export", cmd_export},
     {"merge", cmd_merge},
     {"random", cmd_random},
+    {"fuzz", fuzz_command},
   };
   if (argc < 2)
     return usage_error(usage_text);
