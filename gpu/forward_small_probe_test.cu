@@ -151,10 +151,11 @@ std::vector<vec> targeted(void)
       make("subnormals", "c = -2^-130 * 1.5, products 0 (unmeasured)", -0x1.8p-130f, 0, 0, 0, 0,
            0),
       make("subnormals", "c = 2^-140 under 2^-48", 0x1p-140f, 0x1p-24, 0x1p-24, 0, 0, 0),
-      /* zeros: exact cancellation and all-zero terms (IEEE's sign rules; unmeasured) */
+      /* zeros: exact cancellation and all-zero terms (a sum of -0 terms is +0 on the H200) */
       make("signed zeros", "1 - 1 = +0", 0, 1, 1, 1, -1, 1),
       make("signed zeros", "c = 1, product -1: +0", 1.0f, -1, 1, 0, 0, 0),
-      make("signed zeros", "c = -0, products -0 * 1: -0", -0.0f, -0.0, 1, 15, -0.0, 1),
+      make("signed zeros", "c = -0, products -0 * 1: +0 (not IEEE's -0)", -0.0f, -0.0, 1, 15,
+           -0.0, 1),
       make("signed zeros", "c = -0, products +0: +0", -0.0f, 0, 1, 0, 0, 0),
       make("signed zeros", "c = +0, products -0: +0", 0.0f, -0.0, 1, 15, 1, -0.0),
       /* Inf and NaN */

@@ -80,7 +80,7 @@ float ref_mma_f16_f32(const uint16_t a[REF_SMALL_K], const uint16_t b[REF_SMALL_
     return d;
   int64_t m[REF_SMALL_K + 1];
   int e[REF_SMALL_K + 1];
-  int emax = INT_MIN, all_neg_zero = signbit(c) != 0;
+  int emax = INT_MIN;
   for (int k = 0; k < REF_SMALL_K; k++) {
     int64_t ma, mb;
     int ea, eb;
@@ -88,7 +88,6 @@ float ref_mma_f16_f32(const uint16_t a[REF_SMALL_K], const uint16_t b[REF_SMALL_
     half_parts(b[k], &mb, &eb);
     m[k] = ma * mb; /* exact: 22 bits */
     e[k] = ea + eb;
-    all_neg_zero &= ((a[k] ^ b[k]) & 0x8000) != 0;
     if (m[k] && e[k] + 20 > emax) /* 2^(e+20): the product's exponent, ea + eb unbiased */
       emax = e[k] + 20;
   }
@@ -99,8 +98,8 @@ float ref_mma_f16_f32(const uint16_t a[REF_SMALL_K], const uint16_t b[REF_SMALL_
   e[REF_SMALL_K] = (cex ? cex : 1) - 150;
   if (cmag && e[REF_SMALL_K] + 23 > emax) /* c's exponent (-126 when subnormal) */
     emax = e[REF_SMALL_K] + 23;
-  if (emax == INT_MIN) /* every term is zero: -0 only when all of them are -0 */
-    return all_neg_zero ? -0.0f : 0.0f;
+  if (emax == INT_MIN) /* every term is zero: +0, even when all of them are -0 (H200) */
+    return 0.0f;
   /* every term truncated toward zero to a multiple of 2^q, then one exact sum: a term's bits sit
    * at most 5 (products) or 2 (c) places above q, so |s| < 17 * 2^29 */
   const int q = emax - REF_MMA_ALIGN_BITS;

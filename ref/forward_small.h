@@ -31,9 +31,8 @@ int ref_small_eligible(const tbe_batch *b, int32_t t);
  *  - every term, c included, is truncated toward zero to a multiple of 2^(emax -
  *    REF_MMA_ALIGN_BITS) (2 bits below fp32's 24 at emax), the truncated terms are summed
  *    exactly (no carry is lost), and the sum is rounded toward zero into fp32;
- *  - fp16 subnormal inputs count at their value (measured); a subnormal c is kept, an exact
- *    zero sum gives +0 and all-zero terms -0 only when each is -0 (IEEE's rules: the measured
- *    data holds no such case, the probe test measures them);
+ *  - fp16 subnormal inputs count at their value (measured); a subnormal c is kept; a zero sum
+ *    is +0, even when every term is -0 (not IEEE's rule: measured by the probe test);
  *  - any NaN input, Inf * 0, or Infs of both signs give the NaN 0x7fffffff; other Infs pass. */
 #define REF_MMA_ALIGN_BITS 25
 float ref_mma_f16_f32(const uint16_t a[REF_SMALL_K], const uint16_t b[REF_SMALL_K], float c);
