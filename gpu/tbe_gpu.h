@@ -37,15 +37,20 @@ typedef struct {
   tbe_status bounds;   /* TBE_EBOUNDS with the first offender in FATAL mode, else ok */
   double ms;           /* bounds check + forward, CUDA events */
   int small_features;  /* features that took the small-table path */
-  unsigned char *small_mask; /* [T]: 1 where feature t took it (its columns follow the
-                              * tensor-core order: compare by bound, not bit for bit) */
+  unsigned char *small_mask; /* [T]: 1 where feature t took it (the GPU's choice: its columns
+                              * follow the tensor-core order, held to the model and the bound) */
   int guard_errors;    /* elements written outside the output (guard regions) */
+  int64_t rerun_diffs; /* gpu_run: elements (of out, indices, offsets, and the counter
+                        * and offender) that differ in a second run over another poison: an
+                        * unwritten element, or a nondeterministic one; 0 from sessions */
 } gpu_fwd_result;
 
 /* Uploads the batch, runs the bounds check (mode) and the forward (cfg), and copies the results
- * back. The output is poisoned (NaN pattern) before the run, so unwritten elements show up.
- * Returns TBE_ENODEV without a GPU; a FATAL bounds failure is reported in r->bounds, not as the
- * return value. */
+ * back. The output is poisoned (NaN pattern) before the run, so unwritten elements show up; the
+ * forward then runs again over a finite poison, and r->rerun_diffs counts what differs.
+ * A FATAL offender is named by the GPU itself (feature, bag, position, value in r->bounds).
+ * Returns TBE_ENODEV without a GPU, TBE_EINVAL naming the field when cfg holds a value outside
+ * its list above; a FATAL bounds failure is reported in r->bounds, not as the return value. */
 tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                            const gpu_fwd_config *cfg, gpu_fwd_result *r);
 void gpu_fwd_result_free(gpu_fwd_result *r);
@@ -114,7 +119,8 @@ tbe_status gpu_session_upload(gpu_session *s, const tbe_batch *b, const void *gr
 tbe_status gpu_session_replay(gpu_session *s);
 
 /* One call: upload, bounds check, forward and, with bcfg (else NULL), the backward; results
- * into *fr and *br (br may be NULL without bcfg). */
+ * into *fr and *br (br may be NULL without bcfg); then the forward once more over another
+ * poison, fr->rerun_diffs counting what differs. */
 tbe_status gpu_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                    const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
                    const gpu_bwd_config *gcfg, const void *grad_output, const float *momentum,

@@ -18,6 +18,7 @@ import shlex
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -138,6 +139,11 @@ def test_bad_input():
     os.makedirs("capture")
     _, err = expect(2, "import", "capture")
     check("weights.npy is missing" in err, err)
+    # a table without rows (E = 0): a repair to row 0 would read past it
+    expect(0, "export", "T=2 B=2 E=5,6 D=4 L=2", "empty")
+    write_npy(os.path.join("empty", "E.npy"), "<i8", (2,), struct.pack("<2q", 5, 0))
+    _, err = expect(2, "import", "empty", "--engines", "ref")
+    check("E[1] is 0" in err, err)
     _, err = expect(2, "replay", "99")
     check("no case with id or hash '99'" in err, err)
 
@@ -383,6 +389,15 @@ def test_import():
     _, err = expect(2, "import", "cap", "--pool", "mean")
     check("MEAN" in err, err)
     expect(2, "import", "cap", "--pool", "max")
+    # Inf and NaN weights are valid: the exact value is their IEEE sum, matched, not bounded
+    # (a NaN bound once failed the violations insert: exit 3, an incomplete run)
+    for name, row, want in (("inf", (0x7C00, 0x3C00), "pass"), ("nan", (0x7E00, 0x3C00), "pass")):
+        expect(0, "export", "E=1 D=2 B=1 L=1 wdtype=fp16", name)
+        write_npy(os.path.join(name, "weights.npy"), "<f2", (2,), struct.pack("<2H", *row))
+        expect(0, "import", name, "--engines", "ref")
+        rows = query("tbecheck.db", "SELECT DISTINCT status FROM results WHERE run = "
+                                    "(SELECT max(id) FROM runs)")
+        check(rows == [(want,)], f"{name}: {rows}")
 
 
 def test_replay():

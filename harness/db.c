@@ -175,10 +175,37 @@ static tbe_status db_validate(const char *path, int min_version, int *empty, int
  * did); in one transaction, with the views (views.sql). */
 static tbe_status db_prepare_all(db *d);
 
+/* Widens results.baseline's CHECK to take 'model' (schema 4), in place: SQLite cannot alter a
+ * CHECK, and its documented procedure for loosening one (writable_schema, then a new
+ * schema_version) leaves every stored row valid, since the old values are a subset. */
+static tbe_status db_widen_baseline(db *d)
+{
+  int64_t v;
+  int found;
+  tbe_status s = db_exec(d, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
+                            "replace(sql, 'baseline IN (''ref'', ''exact'')', "
+                            "'baseline IN (''ref'', ''model'', ''exact'')') "
+                            "WHERE type = 'table' AND name = 'results'",
+                         "cannot widen results.baseline");
+  if (s.code == TBE_OK && db_int(d->h, "PRAGMA schema_version", &v, &found) != SQLITE_OK)
+    s = tbe_error(TBE_EINVAL, "database", -1, "%s: cannot read its schema cookie", d->path);
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA schema_version = %lld", (long long)v + 1);
+  if (s.code == TBE_OK)
+    s = db_exec(d, sql, "cannot widen results.baseline");
+  sqlite3_exec(d->h, "PRAGMA writable_schema = OFF", NULL, NULL, NULL);
+  return s;
+}
+
 /* Runs the steps of upgrade.sql from schema version `from` on: the text from its line
- * '-- FROM -> ' to the end. */
+ * '-- FROM -> ' to the end (before 4, with results.baseline widened first). */
 static tbe_status db_upgrade(db *d, int64_t from)
 {
+  if (from < 4) {
+    tbe_status s = db_widen_baseline(d);
+    if (s.code != TBE_OK)
+      return s;
+  }
   char mark[32];
   snprintf(mark, sizeof mark, "\n-- %lld -> ", (long long)from);
   const char *steps = strstr(db_sql("upgrade"), mark);

@@ -29,6 +29,9 @@
  *          (Issue 11's crafted bag, K = 1, A = 256.0004: error 9.3e-5 <= e = 1.53e-4; the
  *          older "exact chunk sum, then RZ" bound 2u * A = 3.05e-5 was not a bound.)
  *   exact: the double we return is itself off by u64*|S| (twice for MEAN) + gamma64(n)^2 * A.
+ * Inf and NaN terms (non-finite weights: valid input) are summed apart, in IEEE arithmetic: when
+ * a bag holds any, its exact value is their sum (+-Inf, or NaN for a NaN or Infs of both signs;
+ * MEAN keeps it, as Inf/L and NaN/L do), with bound 0 (TBE_SEMANTICS.md 6: matched, not bounded).
  * The bound is the sum of these terms; A is taken as computed * (1 + 2*gamma64(n)) to cover its
  * own rounding.
  */
@@ -54,13 +57,15 @@ static double weight_at(const tbe_batch *b, int64_t e)
   return ((const float *)b->weights)[e];
 }
 
-/* hi[d], lo[d], abs[d] over the bag's terms; returns n, the number of terms. */
+/* hi[d], lo[d], abs[d] over the bag's finite terms, and inf[d] the IEEE sum of its Inf and NaN
+ * terms (0 when there are none: then the exact value is hi + lo, else it is inf[d]); returns n,
+ * the number of terms. */
 static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t end, double *hi,
-                         double *lo, double *abs_sum)
+                         double *lo, double *abs_sum, double *inf)
 {
   int32_t D = b->D[j];
   for (int32_t d = 0; d < D; d++)
-    hi[d] = lo[d] = abs_sum[d] = 0.0;
+    hi[d] = lo[d] = abs_sum[d] = inf[d] = 0.0;
   int64_t n = 0;
   for (int64_t p = start; p < end; p++) {
     int64_t idx = tbe_iget(b->indices, b->itype, p);
@@ -71,6 +76,10 @@ static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t e
     int64_t row = b->table_offset[j] + idx * D;
     for (int32_t d = 0; d < D; d++) {
       double x = w * weight_at(b, row + d); /* exact */
+      if (!isfinite(x)) {
+        inf[d] += x;
+        continue;
+      }
       double s = hi[d] + x;
       double bb = s - hi[d];
       lo[d] += (hi[d] - (s - bb)) + (x - bb);
@@ -162,7 +171,7 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
                                 const unsigned char *tc_mask, double *exact, double *bound)
 {
   int threads = omp_get_max_threads();
-  double *scratch = malloc(sizeof(double) * 4 * (size_t)l->max_D * (size_t)threads);
+  double *scratch = malloc(sizeof(double) * 5 * (size_t)l->max_D * (size_t)threads);
   if (!scratch)
     return tbe_error(TBE_ENOMEM, "scratch", -1, "cannot allocate exact-forward scratch");
   if (b->pool == TBE_POOL_NONE) {
@@ -171,8 +180,8 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
   }
 #pragma omp parallel num_threads(threads)
   {
-    double *hi = scratch + 4 * (size_t)l->max_D * (size_t)omp_get_thread_num();
-    double *lo = hi + l->max_D, *A = lo + l->max_D, *sub = A + l->max_D;
+    double *hi = scratch + 5 * (size_t)l->max_D * (size_t)omp_get_thread_num();
+    double *lo = hi + l->max_D, *A = lo + l->max_D, *sub = A + l->max_D, *inf = sub + l->max_D;
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < l->total_B; i++) {
       int32_t j = b->feature_table_map[l->bag_feature[i]];
@@ -185,12 +194,14 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
           for (int32_t d = 0; idx != -1 && d < D; d++) {
             double v = weight_at(b, b->table_offset[j] + idx * D + d);
             exact[p * D + d] = v;
-            bound[p * D + d] = narrowing_store(b) ? ref_store_error(b->out_dtype, fabs(v)) : 0.0;
+            bound[p * D + d] = narrowing_store(b) && isfinite(v)
+                                   ? ref_store_error(b->out_dtype, fabs(v))
+                                   : 0.0;
           }
         }
         continue;
       }
-      int64_t n = exact_bag(b, j, start, end, hi, lo, A);
+      int64_t n = exact_bag(b, j, start, end, hi, lo, A, inf);
       int64_t L = end - start;
       const int on_tc = tc_mask && tc_mask[l->bag_feature[i]];
       const tc_path tc = on_tc ? tc_steps(b, j, start, end, sub) : (tc_path){0, 0, NULL};
@@ -198,8 +209,9 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
         double v = hi[d] + lo[d];
         if (b->pool == TBE_POOL_MEAN && L > 0)
           v = v / (double)L;
-        exact[l->bag_out[i] + d] = v;
-        bound[l->bag_out[i] + d] = pooled_bound(b, n, L, v, A[d], on_tc ? &tc : NULL, d);
+        exact[l->bag_out[i] + d] = inf[d] != 0 ? inf[d] : v;
+        bound[l->bag_out[i] + d] =
+            inf[d] != 0 ? 0.0 : pooled_bound(b, n, L, v, A[d], on_tc ? &tc : NULL, d);
       }
     }
   }

@@ -26,18 +26,6 @@ int ref_small_eligible(const tbe_batch *b, int32_t t)
          b->D[j] <= 128 && b->D[j] % 8 == 0;
 }
 
-void ref_small_choose(const tbe_batch *b, const tbe_layout *l, int forced, unsigned char *mask)
-{
-  for (int32_t t = 0; t < b->T; t++) {
-    const int64_t b0 = l->B_offsets[t], b1 = l->B_offsets[t + 1];
-    double mean_L = 0;
-    if (b1 > b0)
-      mean_L = (double)(tbe_iget(b->offsets, b->itype, b1) - tbe_iget(b->offsets, b->itype, b0)) /
-               (double)(b1 - b0);
-    mask[t] = (unsigned char)(ref_small_eligible(b, t) && (forced || mean_L >= REF_SMALL_AUTO_L));
-  }
-}
-
 /* fp16 h as m * 2^e, m signed with the significand's 11 bits (no implicit bit when subnormal). */
 static void half_parts(uint16_t h, int64_t *m, int *e)
 {

@@ -14,19 +14,12 @@ extern "C" {
 #define REF_SMALL_MAX_E 64     /* rows of an eligible table */
 #define REF_SMALL_HIST 256     /* positions per bag that go through the histogram */
 #define REF_SMALL_K 16         /* rows per tensor-core K chunk */
-/* Mean bag length from which fwd.small=auto takes the path: measured on the H200 (S1 shape,
- * bench/RESULTS.md), it is 1.05x slower than the generic path at L = 128 and 0.72x at 256. */
-#define REF_SMALL_AUTO_L 256
 
 /* May feature t take the small-table path? FP16 weights, FP32 output, SUM or MEAN, unweighted,
- * no VBE, E <= 64, 64 <= D <= 128 with D a multiple of 8. (The bag-length hint is the GPU
- * policy's business, not eligibility.) */
+ * no VBE, E <= 64, 64 <= D <= 128 with D a multiple of 8. (Which eligible features take it is
+ * the GPU's policy (gpu/engine.cu), reported in gpu_fwd_result.small_mask; nothing here or in
+ * the harness recomputes that choice.) */
 int ref_small_eligible(const tbe_batch *b, int32_t t);
-
-/* Which features take the small-table path (mask[t] = 1): every eligible one when forced, else
- * eligible ones whose mean bag length in b's offsets reaches REF_SMALL_AUTO_L. Engines call it
- * on the offsets as given. */
-void ref_small_choose(const tbe_batch *b, const tbe_layout *l, int forced, unsigned char *mask);
 
 /* The tensor-core model: one output element of mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
  * on the H200 (sm_90), d = sum_k a[k] * b[k] + c with fp16 a, b and fp32 c, d. Fitted bit for

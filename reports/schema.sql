@@ -77,9 +77,10 @@ CREATE TABLE results (
   case_id           INTEGER NOT NULL REFERENCES cases (id),
   repeat            INTEGER NOT NULL CHECK (repeat >= 0),  -- 0 .. runs.repeats - 1
   engine            TEXT NOT NULL CHECK (engine IN ('ref', 'gpu', 'oracle')), -- what ran
-  baseline          TEXT NOT NULL CHECK (baseline IN ('ref', 'exact')),       -- what it is held
-                                                  -- to: the reference's bits, or the exact
-                                                  -- value within the derived bound
+  baseline          TEXT NOT NULL CHECK (baseline IN ('ref', 'model', 'exact')), -- what it is
+                                                  -- held to: the reference's bits, the bits of
+                                                  -- the path's model (forward.small), or the
+                                                  -- exact value within the derived bound
   path              TEXT NOT NULL CHECK (length(path) > 0), -- how the engine computed it:
                                                   -- 'forward', 'forward.small', 'bounds', ...
   output            TEXT NOT NULL CHECK (length(output) > 0), -- 'output', 'indices',
@@ -144,4 +145,4 @@ CREATE TABLE perf (
 CREATE INDEX perf_run ON perf (run);
 
 INSERT INTO meta (one, schema_version, created)
-VALUES (1, 3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+VALUES (1, 4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
