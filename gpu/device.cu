@@ -10,6 +10,13 @@ extern "C" tbe_status gpu_probe(char *desc, size_t n)
 {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
+  /* without a loaded driver CUDA says the driver's version is insufficient: say what is so */
+  FILE *driver = fopen("/proc/driver/nvidia/version", "r");
+  if (driver)
+    fclose(driver);
+  if (e != cudaSuccess && !driver)
+    return tbe_error(TBE_ENODEV, "gpu", -1,
+                     "no NVIDIA driver or GPU found (no /proc/driver/nvidia/version)");
   if (e != cudaSuccess || count == 0)
     return tbe_error(TBE_ENODEV, "gpu", -1, "no CUDA device: %s",
                      e != cudaSuccess ? cudaGetErrorString(e) : "none found");

@@ -1,6 +1,7 @@
-/* engine.cu: the GPU engine behind gpu_run_forward: uploads a batch, poisons the output between
- * guard regions, runs the bounds check and the forward, times them, and copies everything back.
- * Not a kernel file: the kernels are in bounds.cu and forward.cu.
+/* engine.cu: the GPU engine's sessions behind gpu_run: uploads a batch, poisons the output
+ * between guard regions, runs the bounds check, the forward and the backward on one stream,
+ * times them, captures them in a CUDA graph, and copies everything back.
+ * Not a kernel file: the kernels are in bounds.cu, forward*.cu, transpose.cu and backward*.cu.
  */
 #include <cstdlib>
 #include <cstring>
@@ -75,29 +76,72 @@ void gpu_scratch_free(gpu_scratch *s)
   memset(s, 0, sizeof *s);
 }
 
+/* A forward configuration planned on the host: the features of each path and the gather's
+ * launches. Made once per configuration, before any timed or captured region. */
+struct fwd_plan {
+  gpu_fwd_config cfg;
+  std::vector<unsigned char> small; /* [T]: the features on the small-table path */
+  std::vector<small_feature> small_features;
+  gpu_fwd_plan *gather = nullptr;
+};
+
 struct gpu_session {
   const tbe_batch *h;
   const tbe_layout *l;
   dev_arena arena;
   gpu_scratch scratch;
   dev_batch b;
-  void *pristine_indices, *pristine_offsets;
+  void *pristine_indices, *pristine_offsets, *pristine_psw;
   void *guarded;
   dev_bounds *state;
+  cudaStream_t stream;
   cudaEvent_t ev[2];
   tbe_bounds_mode mode;
   float ms;
   size_t out_bytes;
-  std::vector<unsigned char> small; /* [T]: the last forward's small-table features */
+  std::vector<fwd_plan> plans;
+  const fwd_plan *last; /* the last forward's plan */
+  gpu_bwd *bwd;         /* the backward, once opened */
+  cudaGraphExec_t graph;
 };
 
-/* Which features take the small-table path (ref_small_choose under the configured mode). */
-static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode m,
-                         std::vector<unsigned char> &small)
+static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
 {
-  small.assign(h->T, 0);
-  if (m != GPU_SMALL_OFF)
-    ref_small_choose(h, l, m == GPU_SMALL_ON, small.data());
+  return a.bags == b.bags && a.width == b.width && a.fused_bounds == b.fused_bounds &&
+         a.small == b.small;
+}
+
+/* The plan of cfg (NULL: the defaults), made on first use: which features take the small-table
+ * path (ref_small_choose under the configured mode, on the pristine offsets) and the rest's
+ * gather launches. */
+static tbe_status plan_for(gpu_session *s, const gpu_fwd_config *cfg, const fwd_plan **out)
+{
+  const gpu_fwd_config c = cfg ? *cfg : gpu_fwd_config{};
+  for (const fwd_plan &p : s->plans)
+    if (same_cfg(p.cfg, c)) {
+      *out = &p;
+      return tbe_ok();
+    }
+  const tbe_batch *h = s->h;
+  fwd_plan p;
+  p.cfg = c;
+  p.small.assign(h->T, 0);
+  if (c.small != GPU_SMALL_OFF)
+    ref_small_choose(h, s->l, c.small == GPU_SMALL_ON, p.small.data());
+  std::vector<int32_t> features;
+  for (int32_t t = 0; t < h->T; t++) {
+    if (!p.small[t]) {
+      features.push_back(t);
+      continue;
+    }
+    const int32_t j = h->feature_table_map[t];
+    p.small_features.push_back({s->l->B_offsets[t], s->l->B_offsets[t + 1] - s->l->B_offsets[t],
+                                h->table_offset[j], h->E[j], s->l->D_offsets[t], h->D[j]});
+  }
+  TRY(gpu_fwd_plan_make(h, s->l, features.data(), (int)features.size(), &c, &p.gather));
+  s->plans.push_back(p);
+  *out = &s->plans.back();
+  return tbe_ok();
 }
 
 static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_session *s)
@@ -133,8 +177,8 @@ static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_sess
   TRY(arena.alloc(isz * (size_t)h->N, &b.indices));
   TRY(arena.alloc(isz * (size_t)(l->total_B + 1), &b.offsets));
   if (h->per_sample_weights) {
-    TRY(arena.upload(h->per_sample_weights, sizeof(float) * (size_t)h->N, &p));
-    b.psw = (const float *)p;
+    TRY(arena.upload(h->per_sample_weights, sizeof(float) * (size_t)h->N, &s->pristine_psw));
+    b.psw = (const float *)s->pristine_psw;
   }
   TRY(arena.alloc(s->out_bytes + 2 * GUARD, &s->guarded));
   b.out = (char *)s->guarded + GUARD;
@@ -148,6 +192,8 @@ static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_sess
   b.out_dtype = h->out_dtype;
   b.itype = h->itype;
   b.pool = h->pool;
+  s->plans.reserve(16);
+  GPU_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   GPU_TRY(cudaEventCreate(&s->ev[0]));
   GPU_TRY(cudaEventCreate(&s->ev[1]));
   return tbe_ok();
@@ -171,35 +217,26 @@ extern "C" tbe_status gpu_session_open(const tbe_batch *b, const tbe_layout *l,
   return tbe_ok();
 }
 
-extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
-                                          const gpu_fwd_config *cfg, int bounds_only, float *ms)
+/* Enqueues the untimed restore of the pristine inputs, then (between the timing events) the
+ * bounds check and, unless bounds_only, the forward of plan p. */
+static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fwd_plan &p,
+                                  int bounds_only)
 {
   const tbe_batch *h = s->h;
   const dev_batch &b = s->b;
   const size_t isz = tbe_itype_size(h->itype);
-  cudaStream_t stream = 0;
-  /* untimed: pristine inputs, poisoned output and guards, fresh bounds state */
+  cudaStream_t stream = s->stream;
   GPU_TRY(cudaMemcpyAsync(b.indices, s->pristine_indices, isz * (size_t)h->N,
                           cudaMemcpyDeviceToDevice, stream));
   GPU_TRY(cudaMemcpyAsync(b.offsets, s->pristine_offsets, isz * (size_t)(b.total_B + 1),
                           cudaMemcpyDeviceToDevice, stream));
   GPU_TRY(cudaMemsetAsync(s->guarded, POISON, s->out_bytes + 2 * GUARD, stream));
-  const dev_bounds fresh = {0, ~0ull, ~0ull};
-  GPU_TRY(cudaMemcpyAsync(s->state, &fresh, sizeof fresh, cudaMemcpyHostToDevice, stream));
-
-  choose_small(h, s->l, cfg ? cfg->small : GPU_SMALL_AUTO, s->small);
-  std::vector<int32_t> features;
-  std::vector<small_feature> small;
-  for (int32_t t = 0; t < h->T; t++) {
-    if (!s->small[t]) {
-      features.push_back(t);
-      continue;
-    }
-    const int32_t j = h->feature_table_map[t];
-    small.push_back({s->l->B_offsets[t], s->l->B_offsets[t + 1] - s->l->B_offsets[t],
-                     h->table_offset[j], h->E[j], s->l->D_offsets[t], h->D[j]});
-  }
-  const int fused = cfg && cfg->fused_bounds && mode != TBE_BOUNDS_NONE;
+  GPU_TRY(cudaMemsetAsync(s->state, 0, sizeof(dev_bounds), stream));
+  GPU_TRY(cudaMemsetAsync(&s->state->first_bad_bag, 0xFF, 2 * sizeof(unsigned long long),
+                          stream));
+  if (s->bwd)
+    TRY(gpu_bwd_restore(s->bwd, stream));
+  const int fused = p.cfg.fused_bounds && mode != TBE_BOUNDS_NONE;
   GPU_TRY(cudaEventRecord(s->ev[0], stream));
   if (mode != TBE_BOUNDS_NONE) {
     TRY(gpu_bounds_offsets(b, s->state, mode, &s->scratch, stream));
@@ -207,16 +244,114 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
       TRY(gpu_bounds_indices(b, s->state, mode, stream));
   }
   if (!bounds_only) {
-    TRY(gpu_forward_gather(b, features.data(), (int)features.size(), cfg, fused, mode, s->state,
-                           &s->scratch, stream));
-    TRY(gpu_forward_small(b, small.data(), (int)small.size(), fused, mode, s->state, stream));
+    TRY(gpu_forward_gather(b, p.gather, fused, mode, s->state, stream));
+    TRY(gpu_forward_small(b, p.small_features.data(), (int)p.small_features.size(), fused, mode,
+                          s->state, stream));
   }
   GPU_TRY(cudaEventRecord(s->ev[1], stream));
+  s->mode = mode;
+  s->last = &p;
+  return tbe_ok();
+}
+
+extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
+                                          const gpu_fwd_config *cfg, int bounds_only, float *ms)
+{
+  const fwd_plan *p;
+  TRY(plan_for(s, cfg, &p));
+  TRY(enqueue_forward(s, mode, *p, bounds_only));
   GPU_TRY(cudaEventSynchronize(s->ev[1]));
   GPU_TRY(cudaEventElapsedTime(&s->ms, s->ev[0], s->ev[1]));
-  s->mode = mode;
   if (ms)
     *ms = s->ms;
+  return tbe_ok();
+}
+
+/* The bounds state the backward watches: FATAL's offender, else none. */
+static const dev_bounds *fatal_state(const gpu_session *s)
+{
+  return s->mode == TBE_BOUNDS_FATAL ? s->state : nullptr;
+}
+
+extern "C" tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
+                                                const gpu_bwd_config *g, const void *grad_output,
+                                                const float *momentum)
+{
+  if (s->bwd)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "the session's backward is already open");
+  return gpu_bwd_open(s->h, s->l, s->b, cfg, g, grad_output, momentum, &s->bwd);
+}
+
+extern "C" tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
+{
+  if (!s->bwd || !s->last)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "backward before gpu_session_backward_open or the "
+                                            "forward");
+  TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
+  gpu_bwd_stats local;
+  return gpu_bwd_stats_get(s->bwd, st ? st : &local);
+}
+
+extern "C" tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r)
+{
+  memset(r, 0, sizeof *r);
+  if (!s->bwd)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "no backward in this session");
+  return gpu_bwd_results(s->bwd, s->h, r);
+}
+
+extern "C" tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode,
+                                          const gpu_fwd_config *cfg)
+{
+  const fwd_plan *p;
+  TRY(plan_for(s, cfg, &p));
+  /* one plain call first: scratch buffers grow outside the capture */
+  TRY(enqueue_forward(s, mode, *p, 0));
+  if (s->bwd)
+    TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 0, s->stream));
+  GPU_TRY(cudaStreamSynchronize(s->stream));
+  cudaGraph_t graph;
+  GPU_TRY(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
+  tbe_status st = enqueue_forward(s, mode, *p, 0);
+  if (st.code == TBE_OK && s->bwd)
+    st = gpu_bwd_enqueue(s->bwd, fatal_state(s), 0, s->stream);
+  cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
+  if (st.code != TBE_OK)
+    return st;
+  GPU_TRY(e);
+  if (s->graph)
+    cudaGraphExecDestroy(s->graph);
+  e = cudaGraphInstantiate(&s->graph, graph, 0);
+  cudaGraphDestroy(graph);
+  GPU_TRY(e);
+  return tbe_ok();
+}
+
+extern "C" tbe_status gpu_session_upload(gpu_session *s, const tbe_batch *h,
+                                         const void *grad_output, const float *momentum)
+{
+  const size_t isz = tbe_itype_size(h->itype);
+  GPU_TRY(cudaMemcpy(s->pristine_indices, h->indices, isz * (size_t)h->N,
+                     cudaMemcpyHostToDevice));
+  GPU_TRY(cudaMemcpy(s->pristine_offsets, h->offsets, isz * (size_t)(s->l->total_B + 1),
+                     cudaMemcpyHostToDevice));
+  if (h->per_sample_weights && s->pristine_psw)
+    GPU_TRY(cudaMemcpy(s->pristine_psw, h->per_sample_weights, sizeof(float) * (size_t)h->N,
+                       cudaMemcpyHostToDevice));
+  if (s->bwd)
+    return gpu_bwd_upload(s->bwd, h, s->l, grad_output, momentum);
+  GPU_TRY(cudaMemcpy(const_cast<void *>(s->b.weights), h->weights,
+                     tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables],
+                     cudaMemcpyHostToDevice));
+  return tbe_ok();
+}
+
+extern "C" tbe_status gpu_session_replay(gpu_session *s)
+{
+  if (!s->graph)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "replay before gpu_session_capture");
+  GPU_TRY(cudaGraphLaunch(s->graph, s->stream));
+  GPU_TRY(cudaStreamSynchronize(s->stream));
   return tbe_ok();
 }
 
@@ -254,7 +389,7 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   for (unsigned char c : guards)
     r->guard_errors += c != POISON;
   for (int32_t t = 0; t < h->T; t++) {
-    r->small_mask[t] = s->small.empty() ? 0 : s->small[t];
+    r->small_mask[t] = s->last ? s->last->small[t] : 0;
     r->small_features += r->small_mask[t];
   }
   return tbe_ok();
@@ -269,22 +404,45 @@ extern "C" void gpu_session_close(gpu_session *s)
   if (s->ev[1])
     cudaEventDestroy(s->ev[1]);
   gpu_scratch_free(&s->scratch);
+  for (fwd_plan &p : s->plans)
+    gpu_fwd_plan_free(p.gather);
+  gpu_bwd_close(s->bwd);
+  if (s->graph)
+    cudaGraphExecDestroy(s->graph);
+  if (s->stream)
+    cudaStreamDestroy(s->stream);
   delete s;
+}
+
+extern "C" tbe_status gpu_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                              const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
+                              const gpu_bwd_config *gcfg, const void *grad_output,
+                              const float *momentum, gpu_fwd_result *fr, gpu_bwd_result *br)
+{
+  memset(fr, 0, sizeof *fr);
+  if (br)
+    memset(br, 0, sizeof *br);
+  gpu_session *s;
+  tbe_status st = gpu_session_open(b, l, &s);
+  if (st.code == TBE_OK && bcfg)
+    st = gpu_session_backward_open(s, bcfg, gcfg, grad_output, momentum);
+  if (st.code == TBE_OK)
+    st = gpu_session_forward(s, mode, fcfg, 0, nullptr);
+  if (st.code == TBE_OK && bcfg)
+    st = gpu_session_backward(s, nullptr);
+  if (st.code == TBE_OK)
+    st = gpu_session_results(s, fr);
+  if (st.code == TBE_OK && bcfg && br)
+    st = gpu_session_backward_results(s, br);
+  gpu_session_close(s);
+  return st;
 }
 
 extern "C" tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l,
                                       tbe_bounds_mode mode, const gpu_fwd_config *cfg,
                                       gpu_fwd_result *r)
 {
-  memset(r, 0, sizeof *r);
-  gpu_session *s;
-  tbe_status st = gpu_session_open(b, l, &s);
-  if (st.code == TBE_OK)
-    st = gpu_session_forward(s, mode, cfg, 0, nullptr);
-  if (st.code == TBE_OK)
-    st = gpu_session_results(s, r);
-  gpu_session_close(s);
-  return st;
+  return gpu_run(b, l, mode, cfg, nullptr, nullptr, nullptr, nullptr, r, nullptr);
 }
 
 extern "C" void gpu_fwd_result_free(gpu_fwd_result *r)

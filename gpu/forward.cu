@@ -442,52 +442,35 @@ int64_t target_warps()
 
 } // namespace
 
-tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n,
-                              const gpu_fwd_config *cfg, int fused, tbe_bounds_mode mode,
-                              dev_bounds *d_state, gpu_scratch *scratch, cudaStream_t stream)
+/* The launches of one forward configuration, planned once on the host (buckets, grids, the
+ * features' descriptions on the device), so that a forward enqueues kernels and nothing else. */
+struct gpu_fwd_plan {
+  struct launch {
+    bucket k;
+    gather_launch g;
+    dim3 grid;
+  };
+  std::vector<launch> launches;
+  feat_info *d_features = nullptr;
+  int width = 8;
+  ~gpu_fwd_plan() { cudaFree(d_features); }
+};
+
+tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int32_t *features,
+                             int n, const gpu_fwd_config *cfg, gpu_fwd_plan **out)
 {
-  gather_launch g = {};
-  g.fused = fused;
-  g.mode = mode;
-  g.state = fused || mode == TBE_BOUNDS_FATAL ? d_state : nullptr;
-  if (b.pool == TBE_POOL_NONE) {
-    GPU_TRY(cudaMemsetAsync(b.out, 0, (size_t)b.N * (size_t)b.total_D / (size_t)b.T *
-                                          tbe_dtype_size(b.out_dtype), stream));
-    unsigned blocks = (unsigned)((b.total_B * 32 + 127) / 128);
-    if (blocks == 0)
-      return tbe_ok();
-    if (b.wdtype == TBE_FP32)
-      none_kernel<TBE_FP32><<<blocks, 128, 0, stream>>>(b, g);
-    else if (b.wdtype == TBE_FP16)
-      none_kernel<TBE_FP16><<<blocks, 128, 0, stream>>>(b, g);
-    else
-      none_kernel<TBE_BF16><<<blocks, 128, 0, stream>>>(b, g);
-    GPU_TRY(cudaGetLastError());
-    return tbe_ok();
-  }
-  /* host copies of the small per-table/feature arrays, to bucket the features */
-  std::vector<int64_t> table_offset(b.num_tables + 1), B_offsets(b.T + 1), E(b.num_tables),
-      D_offsets(b.T + 1);
-  std::vector<int32_t> D(b.num_tables), ftm(b.T);
-  GPU_TRY(cudaMemcpy(table_offset.data(), b.table_offset, sizeof(int64_t) * table_offset.size(),
-                     cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(B_offsets.data(), b.B_offsets, sizeof(int64_t) * B_offsets.size(),
-                     cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(D_offsets.data(), b.D_offsets, sizeof(int64_t) * D_offsets.size(),
-                     cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(E.data(), b.E, sizeof(int64_t) * E.size(), cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(D.data(), b.D, sizeof(int32_t) * D.size(), cudaMemcpyDeviceToHost));
-  GPU_TRY(cudaMemcpy(ftm.data(), b.ftm, sizeof(int32_t) * ftm.size(), cudaMemcpyDeviceToHost));
-  const int es = (int)tbe_dtype_size(b.wdtype);
-  const int width = cfg && cfg->width ? cfg->width : 8; /* H200 sweep: bench/RESULTS.md */
+  *out = nullptr;
+  gpu_fwd_plan *p = new gpu_fwd_plan();
+  const int es = (int)tbe_dtype_size(h->wdtype);
+  p->width = cfg && cfg->width ? cfg->width : 8; /* H200 sweep: bench/RESULTS.md */
   std::vector<bucket> buckets;
-  for (int i = 0; i < n; i++) {
-    const int32_t t = features[i], j = ftm[t];
-    const bool wide = (int64_t)D[j] * es % 16 == 0 && table_offset[j] * es % 16 == 0;
+  for (int i = 0; i < n && h->pool != TBE_POOL_NONE; i++) {
+    const int32_t t = features[i], j = h->feature_table_map[t];
+    const bool wide = (int64_t)h->D[j] * es % 16 == 0 && h->table_offset[j] * es % 16 == 0;
     bucket k;
     k.vb = wide ? 16 : es;
-    const int chunks = wide ? D[j] * es / 16 : D[j];
-    k.G = std::max(width, std::min(32, pow2_ceil(chunks)));
+    const int chunks = wide ? h->D[j] * es / 16 : h->D[j];
+    k.G = std::max(p->width, std::min(32, pow2_ceil(chunks)));
     k.cpt = chunks <= 32 ? 1 : 2;
     k.tiles = (chunks + k.G * k.cpt - 1) / (k.G * k.cpt);
     auto it = std::find_if(buckets.begin(), buckets.end(), [&](const bucket &x) {
@@ -498,43 +481,88 @@ tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n
       buckets.push_back(k);
       it = buckets.end() - 1;
     }
-    const int64_t Bt = B_offsets[t + 1] - B_offsets[t];
-    it->features.push_back({B_offsets[t], Bt, table_offset[j], E[j], D_offsets[t], D[j]});
+    const int64_t Bt = l->B_offsets[t + 1] - l->B_offsets[t];
+    it->features.push_back(
+        {l->B_offsets[t], Bt, h->table_offset[j], h->E[j], l->D_offsets[t], h->D[j]});
     it->max_B = std::max(it->max_B, Bt);
   }
-  feat_info *d_features;
-  tbe_status st = gpu_scratch_get(scratch, 2, sizeof(feat_info) * (size_t)(n + 1),
-                                  (void **)&d_features);
-  if (st.code != TBE_OK)
-    return st;
+  std::vector<feat_info> all;
+  for (const bucket &k : buckets)
+    all.insert(all.end(), k.features.begin(), k.features.end());
+  if (cudaMalloc(&p->d_features, sizeof(feat_info) * (all.size() + 1)) != cudaSuccess) {
+    delete p;
+    return tbe_error(TBE_ENOMEM, "gpu", -1, "cannot allocate the forward's plan");
+  }
+  cudaError_t e = cudaMemcpy(p->d_features, all.data(), sizeof(feat_info) * all.size(),
+                             cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    delete p;
+    GPU_TRY(e);
+  }
   size_t at = 0;
   for (const bucket &k : buckets) {
-    GPU_TRY(cudaMemcpyAsync(d_features + at, k.features.data(),
-                            sizeof(feat_info) * k.features.size(), cudaMemcpyHostToDevice,
-                            stream));
-    g.features = d_features + at;
+    gpu_fwd_plan::launch x;
+    x.k = k;
+    gather_launch &g = x.g;
+    g = {};
+    g.features = p->d_features + at;
     at += k.features.size();
     g.nfeat = (int32_t)k.features.size();
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
     /* policy from the H200 sweep (bench/RESULTS.md): four bags per program hide the per-bag
      * latency of short bags (F1-F4), one keeps more programs for long ones (S1, L = 128) */
-    g.bpp = cfg && cfg->bags ? cfg->bags : b.N < 64 * b.total_B ? 4 : 1;
+    g.bpp = cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
     const int64_t warps = (programs * k.G + 31) / 32 * k.tiles;
-    const int64_t fchunks =
-        std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
+    const int64_t fchunks = std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
     g.feat_per_chunk = (int32_t)((g.nfeat + fchunks - 1) / fchunks);
-    dim3 grid((unsigned)((programs * k.G + 127) / 128), (unsigned)k.tiles,
-              (unsigned)((g.nfeat + g.feat_per_chunk - 1) / g.feat_per_chunk));
+    x.grid = dim3((unsigned)((programs * k.G + 127) / 128), (unsigned)k.tiles,
+                  (unsigned)((g.nfeat + g.feat_per_chunk - 1) / g.feat_per_chunk));
+    x.k.features.clear();
+    p->launches.push_back(x);
+  }
+  *out = p;
+  return tbe_ok();
+}
+
+void gpu_fwd_plan_free(gpu_fwd_plan *p) { delete p; }
+
+tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fused,
+                              tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream)
+{
+  gather_launch base = {};
+  base.fused = fused;
+  base.mode = mode;
+  base.state = fused || mode == TBE_BOUNDS_FATAL ? d_state : nullptr;
+  if (b.pool == TBE_POOL_NONE) {
+    GPU_TRY(cudaMemsetAsync(b.out, 0, (size_t)b.N * (size_t)b.total_D / (size_t)b.T *
+                                          tbe_dtype_size(b.out_dtype), stream));
+    unsigned blocks = (unsigned)((b.total_B * 32 + 127) / 128);
+    if (blocks == 0)
+      return tbe_ok();
     if (b.wdtype == TBE_FP32)
-      launch_bucket<TBE_FP32>(k, width, grid, b, g, stream);
+      none_kernel<TBE_FP32><<<blocks, 128, 0, stream>>>(b, base);
     else if (b.wdtype == TBE_FP16)
-      launch_bucket<TBE_FP16>(k, width, grid, b, g, stream);
+      none_kernel<TBE_FP16><<<blocks, 128, 0, stream>>>(b, base);
     else
-      launch_bucket<TBE_BF16>(k, width, grid, b, g, stream);
+      none_kernel<TBE_BF16><<<blocks, 128, 0, stream>>>(b, base);
+    GPU_TRY(cudaGetLastError());
+    return tbe_ok();
+  }
+  for (const gpu_fwd_plan::launch &x : p->launches) {
+    gather_launch g = x.g;
+    g.fused = base.fused;
+    g.mode = base.mode;
+    g.state = base.state;
+    if (b.wdtype == TBE_FP32)
+      launch_bucket<TBE_FP32>(x.k, p->width, x.grid, b, g, stream);
+    else if (b.wdtype == TBE_FP16)
+      launch_bucket<TBE_FP16>(x.k, p->width, x.grid, b, g, stream);
+    else
+      launch_bucket<TBE_BF16>(x.k, p->width, x.grid, b, g, stream);
     GPU_TRY(cudaGetLastError());
   }
   return tbe_ok();

@@ -24,12 +24,18 @@ tbe_status gpu_bounds_offsets(const dev_batch &b, dev_bounds *d_state, tbe_bound
 tbe_status gpu_bounds_indices(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,
                               cudaStream_t stream);
 
-/* The generic gather forward over the features in `features` (host array of n ids). With
- * fused != 0 the kernels check and repair indices (mode) and count into d_state; in FATAL
- * they skip all work once d_state names an offender. */
-tbe_status gpu_forward_gather(const dev_batch &b, const int32_t *features, int n,
-                              const gpu_fwd_config *cfg, int fused, tbe_bounds_mode mode,
-                              dev_bounds *d_state, gpu_scratch *scratch, cudaStream_t stream);
+/* The generic gather forward's launches for the features in `features` (host array of n ids)
+ * under cfg, planned once from the host batch (it uploads the features' descriptions). */
+struct gpu_fwd_plan;
+tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int32_t *features,
+                             int n, const gpu_fwd_config *cfg, gpu_fwd_plan **out);
+void gpu_fwd_plan_free(gpu_fwd_plan *p);
+
+/* Enqueues the generic gather forward of plan p. With fused != 0 the kernels check and repair
+ * indices (mode) and count into d_state; in FATAL they skip all work once d_state names an
+ * offender. */
+tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fused,
+                              tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream);
 
 /* A feature on the small-table path (host-side description). */
 struct small_feature {
@@ -41,5 +47,25 @@ struct small_feature {
  * fused, mode and d_state as for gpu_forward_gather. */
 tbe_status gpu_forward_small(const dev_batch &b, const small_feature *f, int n, int fused,
                              tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream);
+
+/* The backward of a session (backward.cu). */
+struct gpu_bwd;
+tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch &b,
+                        const ref_bwd_config *cfg, const gpu_bwd_config *gc,
+                        const void *grad_output, const float *momentum, gpu_bwd **out);
+void gpu_bwd_close(gpu_bwd *g);
+/* Copies the pristine weights and momentum into the working ones. */
+tbe_status gpu_bwd_restore(gpu_bwd *g, cudaStream_t stream);
+/* New host inputs of the same shape in place of the pristine ones. */
+tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
+                          const void *grad_output, const float *momentum);
+/* Enqueues the backward; fatal_state (FATAL mode, else NULL) stops it when an offender was
+ * found; timed records the phase events. */
+tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
+                           cudaStream_t stream);
+/* The last enqueue's times and counts (waits for it). */
+tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st);
+/* The last enqueue's results, copied back. */
+tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r);
 
 #endif

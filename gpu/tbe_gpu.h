@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "backward.h"
 #include "tbe.h"
 
 #ifdef __cplusplus
@@ -61,6 +62,61 @@ tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode, const gpu_f
 /* Copies the last forward's results back (r->ms is that forward's time). */
 tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r);
 void gpu_session_close(gpu_session *s);
+
+/* How the backward runs (case keys bwd.long, bwd.bucket); the numerics-changing knobs
+ * (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the defaults. */
+typedef enum { GPU_LONG_FUSED = 0, GPU_LONG_ACCUM = 1 } gpu_long_mode;
+typedef struct {
+  gpu_long_mode long_mode; /* long runs: fused fence + countdown (default), or accum + apply */
+  int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
+} gpu_bwd_config;
+
+/* A backward's times (CUDA events) and what its runs looked like (read back after it). */
+typedef struct {
+  double ms;         /* the whole backward + optimizer */
+  double sort_ms, classify_ms, psw_ms, short_ms, long_ms; /* its parts */
+  int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
+} gpu_bwd_stats;
+
+/* What one GPU backward produced, copied back (malloc'd; gpu_bwd_result_free). */
+typedef struct {
+  void *weights;     /* [table_offset[num_tables]] updated, in the weight dtype */
+  float *momentum;   /* [sum of E] updated (row-wise Adagrad), else NULL */
+  float *psw_grad;   /* [N] per-sample-weight gradients (weighted), else NULL */
+  gpu_bwd_stats stats;
+} gpu_bwd_result;
+void gpu_bwd_result_free(gpu_bwd_result *r);
+
+/* Prepares the session for the backward: allocates its buffers from the batch's shape and
+ * uploads grad_output ([out_elems] in the output dtype), the momentum ([sum of E], Adagrad) and
+ * a pristine copy of the weights. From then on every gpu_session_forward starts from the
+ * pristine weights and momentum, and gpu_session_backward updates them. */
+tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
+                                     const gpu_bwd_config *g, const void *grad_output,
+                                     const float *momentum);
+/* Runs the backward + optimizer on the last forward's bounds-checked inputs, without a host
+ * sync until its end; *st (may be NULL) gets its times and run counts. A FATAL offender of the
+ * last forward makes it a no-op. */
+tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
+/* Copies the last backward's results back. */
+tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);
+
+/* Bounds check + forward (+ backward, when opened) captured once in a CUDA graph, then replayed:
+ * gpu_session_upload puts new inputs of the same shape (indices, offsets, weights,
+ * per-sample weights, grad_output, momentum) in place of the pristine ones, and
+ * gpu_session_replay runs the graph; results come from gpu_session_results and
+ * gpu_session_backward_results as after a normal call. */
+tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode, const gpu_fwd_config *cfg);
+tbe_status gpu_session_upload(gpu_session *s, const tbe_batch *b, const void *grad_output,
+                              const float *momentum);
+tbe_status gpu_session_replay(gpu_session *s);
+
+/* One call: upload, bounds check, forward and, with bcfg (else NULL), the backward; results
+ * into *fr and *br (br may be NULL without bcfg). */
+tbe_status gpu_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                   const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
+                   const gpu_bwd_config *gcfg, const void *grad_output, const float *momentum,
+                   gpu_fwd_result *fr, gpu_bwd_result *br);
 
 /* Device-to-device cudaMemcpy of `bytes` (median of reps), in GB/s of bytes read + written:
  * the copy ceiling benchmarks quote beside their kernels. */

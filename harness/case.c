@@ -29,7 +29,7 @@
  * GPU forward knobs (no output bit depends on them; the small-table path is compared by bound):
  *   fwd.bags=1|2|4 [policy]   fwd.width=4|8 [policy]   fwd.small=auto|on|off [auto]
  *   fused_bounds=0|1 [0]
- * Backward (TBE_SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
+ * Backward (ref/SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
  * shortest decimal that reads back as that fp32 value):
  *   opt=none|sgd|rowwise_adagrad [none: forward only]
  *   lr=NUM [0.01]        0..1e10       eps=NUM [1e-8]   0..1e10, rowwise_adagrad only
@@ -41,6 +41,10 @@
  *   bwd.threshold=INT [256]  1..2^31-1: runs with SL below it are summed in one sequence
  *   bwd.chunk=INT [256]      1..2^31-1: contributions per chunk of a longer run
  *   bwd.combine=deterministic|atomic [deterministic]
+ *   bwd.long=fused|accum [fused]  GPU: long runs applied by the last chunk (fence + countdown)
+ *                        or by a second kernel; no bit depends on it
+ *   bwd.bucket=0|1 [1]   GPU: short runs launched per next_pow2(D) bucket, or all in the
+ *                        widest table's; no bit depends on it
  *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty; also the
  *                        Philox key of stochastic rounding
  * Rules between keys (the error names the key after the colon): pool=mean or none with
@@ -64,7 +68,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "footprint.h"
 #include "gen.h"
 
 /* ------------------------------------------------------------------ keys and defaults */
@@ -73,7 +79,7 @@ typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
   K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
   K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
-  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_SEED, K_COUNT
+  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -81,7 +87,7 @@ static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
   "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
   "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
-  "bwd.threshold", "bwd.chunk", "bwd.combine", "seed"};
+  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -98,6 +104,7 @@ static const char *const small_words[] = {"auto", "on", "off"};
 static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
 static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
+static const char *const long_words[] = {"fused", "accum"};
 
 static void spec_fixed(case_spec *s, int64_t v)
 {
@@ -672,6 +679,16 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_word(ps, v, combine_words, 2);
     c->knobs.bwd.combine = (ref_combine)w;
     return tbe_ok();
+  case K_BWD_LONG:
+    if ((w = parse_word(v, long_words, 2)) < 0)
+      return fail_word(ps, v, long_words, 2);
+    c->knobs.bwd_long = w;
+    return tbe_ok();
+  case K_BWD_BUCKET:
+    if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "0 or 1");
+    c->knobs.bwd_no_bucket = x == 0;
+    return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
   case K_EPS:
@@ -754,6 +771,16 @@ static tbe_status check_tables(parse_state *ps)
       return FAIL(ps, K_HOT, "hot row %lld of table %d is not below E=%lld", (long long)h->row,
                   h->table, (long long)spec_max(&c->E, h->table));
   }
+  for (int32_t i = 0, k; i < c->num_hot; i = k) { /* hot is sorted by table */
+    double need = 0;
+    for (k = i; k < c->num_hot && c->hot[k].table == c->hot[i].table; k++)
+      need += (double)c->hot[k].sl;
+    double most = footprint_max_lookups(c, c->hot[i].table);
+    if (need > most)
+      return FAIL(ps, K_HOT, "hot rows of table %d need %.0f lookups, but its features make at "
+                  "most %.0f (every bag at its largest B and L); raise B or L", c->hot[i].table,
+                  need, most);
+  }
   return tbe_ok();
 }
 
@@ -762,7 +789,7 @@ static tbe_status check_pooling(parse_state *ps)
   tbe_case *c = ps->c;
   if (c->weighted && c->pool != TBE_POOL_SUM)
     return FAIL(ps, K_WEIGHTED, "weighted=1 needs pool=sum: pool=%s with per-sample weights is "
-                "rejected (TBE_SEMANTICS.md 3)", pool_words[c->pool]);
+                "rejected (ref/SEMANTICS.md 3)", pool_words[c->pool]);
   if (c->pool != TBE_POOL_NONE)
     return tbe_ok();
   if (c->vbe)
@@ -793,7 +820,8 @@ static tbe_status check_knobs(parse_state *ps)
     return FAIL(ps, K_FUSED_BOUNDS, "fused_bounds=1 fuses the bounds check into the forward, "
                 "but bounds=none has no bounds check");
   static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
-                                         K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE};
+                                         K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
+                                         K_BWD_LONG, K_BWD_BUCKET};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -803,7 +831,7 @@ static tbe_status check_knobs(parse_state *ps)
                   "opt=rowwise_adagrad (opt=none runs the forward only)", key_names[k]);
     if (o->kind == REF_OPT_SGD && (k == K_EPS || k == K_WD || k == K_LAMBDA))
       return FAIL(ps, k, "%s is a setting of opt=rowwise_adagrad; opt=sgd is w = fma(-lr, g, w) "
-                  "(TBE_SEMANTICS.md 5)", key_names[k]);
+                  "(ref/SEMANTICS.md 5)", key_names[k]);
   }
   if (ps->seen[K_LAMBDA] && o->wd == REF_WD_NONE)
     return FAIL(ps, K_LAMBDA, "lambda is the weight decay; it needs wd=l2 or wd=decouple");
@@ -906,7 +934,7 @@ tbe_status case_parse(const char *text, tbe_case **out)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
                    "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
                    "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
-                   "bwd.threshold bwd.chunk bwd.combine seed", slen(key), key.s, slen(whole),
+                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket seed", slen(key), key.s, slen(whole),
                    whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1027,6 +1055,9 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   sb_int(s, K_BWD_CHUNK, b->chunk, d.chunk);
   if (b->combine != REF_COMBINE_DETERMINISTIC)
     sb_word(s, K_BWD_COMBINE, combine_words[b->combine]);
+  if (k->bwd_long)
+    sb_word(s, K_BWD_LONG, long_words[k->bwd_long]);
+  sb_int(s, K_BWD_BUCKET, !k->bwd_no_bucket, 1);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1155,6 +1186,7 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
   const ref_bwd_config *x = &a->bwd, *y = &b->bwd;
   return a->fwd_bags == b->fwd_bags && a->fwd_width == b->fwd_width &&
          a->fwd_small == b->fwd_small && a->fused_bounds == b->fused_bounds &&
+         a->bwd_long == b->bwd_long && a->bwd_no_bucket == b->bwd_no_bucket &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&
@@ -1239,8 +1271,16 @@ tbe_status case_file_read(const char *path, case_list *out)
 {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return tbe_error(TBE_EIO, path, -1, "cannot open %s: %s", path, strerror(errno));
+  struct stat fs;
+  if (!f || fstat(fileno(f), &fs) != 0 || !S_ISREG(fs.st_mode)) {
+    tbe_status s = f ? tbe_error(TBE_EINVAL, path, -1, "%s is not a case file (not a regular "
+                                 "file)", path)
+                     : tbe_error(TBE_EINVAL, path, -1, "cannot open %s: %s", path,
+                                 strerror(errno));
+    if (f)
+      fclose(f);
+    return s;
+  }
   char *data = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
@@ -1271,7 +1311,10 @@ tbe_status case_file_read(const char *path, case_list *out)
   for (size_t i = 0; i < len && !st.code; line++) {
     const char *s = data + i, *nl = memchr(s, '\n', len - i);
     const char *e = nl ? nl : data + len;
-    st = add_line(out, &lcap, s, e, line);
+    const char *nul = memchr(s, '\0', (size_t)(e - s));
+    st = nul ? tbe_error(TBE_EINVAL, path, line, "%s:%d: a NUL byte at column %d (a case file "
+                         "is text)", path, line, (int)(nul - s) + 1)
+             : add_line(out, &lcap, s, e, line);
     i = (size_t)(e - data) + 1;
   }
   free(data);

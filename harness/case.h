@@ -43,6 +43,8 @@ typedef struct {
   int fwd_width;             /* fwd.width: rows in flight, 0 (policy), 4 or 8 */
   case_small_mode fwd_small; /* fwd.small */
   int fused_bounds;          /* fused_bounds: 1 checks indices inside the forward kernels */
+  int bwd_long;              /* bwd.long: 0 fused (fence + countdown), 1 accum (gpu_long_mode) */
+  int bwd_no_bucket;         /* bwd.bucket=0: no dimension bucketing of short runs */
   ref_bwd_config bwd;        /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
                               * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
 } tbe_knobs;
@@ -77,7 +79,9 @@ typedef struct {
 } case_list;
 
 /* Reads a .cases file: one case per non-blank line; lines that are only a comment are skipped.
- * Cases are not parsed here. Returns TBE_EIO naming the path if it cannot be read. */
+ * Cases are not parsed here. Returns TBE_EINVAL naming the path if it cannot be opened, is not
+ * a regular file, or holds a NUL byte (which would cut a case short), TBE_EIO if reading it
+ * fails. */
 tbe_status case_file_read(const char *path, case_list *out);
 void case_list_free(case_list *l);
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "case.h"
 #include "prng.h"
@@ -78,7 +79,8 @@ static void test_canonical(void)
   check_canonical("dist=zipf:1.10", "dist=zipf:1.1 seed=1");
   check_canonical("dist=zipf:+0.1", "dist=zipf:0.1 seed=1");
   check_canonical("hot=0:5:3,0:2:1", "hot=0:2:1,0:5:3 seed=1");
-  check_canonical("T=2 hot=1:7:1000000,0:999:1", "T=2 hot=0:999:1,1:7:1000000 seed=1");
+  check_canonical("T=2 B=250000 hot=1:7:1000000,0:999:1",
+                  "T=2 B=250000 hot=0:999:1,1:7:1000000 seed=1");
   check_canonical("invalid=0.50 invalid_kind=negative", "invalid=0.5 invalid_kind=negative seed=1");
   check_canonical("invalid=0 invalid_kind=mix", "seed=1");
   check_canonical("invalid=-0", "seed=1");
@@ -179,6 +181,9 @@ static void test_errors(void)
     {"bwd.chunk=4", "bwd.chunk"}, {"opt=sgd bwd.chunk=0", "bwd.chunk"},
     {"opt=sgd bwd.chunk=2147483648", "bwd.chunk"}, {"opt=sgd bwd.combine=random", "bwd.combine"},
     {"bwd.combine=atomic", "bwd.combine"}, {"bwd.bogus=1", "bwd.bogus"},
+    /* hot rows that need more lookups than their table's features can ever make */
+    {"B=1 L=4 hot=0:0:100", "hot"}, {"B=4 L=4 hot=0:1:1000000000", "hot"},
+    {"T=2 B=5 E=1,9 map=1,1 hot=0:0:1", "hot"}, {"B=1 L=0..4 hot=0:0:2,0:1:3", "hot"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_error(cases[i].text, cases[i].field);
@@ -319,8 +324,21 @@ static void test_file_read(void)
   case_list_free(&l);
   remove(path);
   st = case_file_read("/nonexistent/x.cases", &l);
-  CHECK(st.code == TBE_EIO && strstr(st.message, "/nonexistent/x.cases"), "missing file: %s",
+  CHECK(st.code == TBE_EINVAL && strstr(st.message, "/nonexistent/x.cases"), "missing file: %s",
         st.message);
+  st = case_file_read("/", &l);
+  CHECK(st.code == TBE_EINVAL && strstr(st.message, "not a regular file"), "directory: %s",
+        st.message);
+  /* a NUL byte would end the case early: "B=4\0 seed=9" would run as seed=1 */
+  strcpy(path, "/tmp/case_test_XXXXXX");
+  fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp");
+  CHECK(write(fd, "B=2\nB=4\0 seed=9\n", 17) == 17, "write");
+  close(fd);
+  st = case_file_read(path, &l);
+  CHECK(st.code == TBE_EINVAL && st.position == 2 && strstr(st.message, "NUL byte at column 4"),
+        "NUL byte: %s", st.message);
+  remove(path);
 }
 
 /* every line of the shipped .cases files parses, is written canonically and says why */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -34,6 +35,16 @@ static tbe_status db_fail(const char *path, sqlite3 *h, int rc, const char *what
                       : TBE_EINTERNAL;
   return tbe_error(code, "database", -1, "%s: %s: %s", path, what,
                    h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
+}
+
+/* db_fail for an error while judging a file: what SQLite cannot run on it (a missing table or
+ * column, a damaged constraint) says the file is not a database of ours: bad input, not a bug. */
+static tbe_status db_fail_file(const char *path, sqlite3 *h, int rc, const char *what)
+{
+  tbe_status s = db_fail(path, h, rc, what);
+  if (s.code == TBE_EINTERNAL)
+    s.code = TBE_EINVAL;
+  return s;
 }
 
 /* Runs sql (one or more statements, no rows wanted). */
@@ -88,11 +99,12 @@ static int db_file_exists(const char *path, const char *suffix)
   return snprintf(p, sizeof p, "%s%s", path, suffix) < (int)sizeof p && stat(p, &st) == 0;
 }
 
-/* Checks that the open handle h is a tbecheck database of a schema this build can use
- * (exactly this version when `exact`, else at most it), and not damaged. *empty is set (and
+/* Checks that the open handle h is a tbecheck database of a schema this build can use (version
+ * min_version .. DB_SCHEMA_VERSION; *version receives it), and not damaged. *empty is set (and
  * the status ok) when h is a SQLite database without a single table: nothing to lose, so a
  * writer may make it a tbecheck database (another tbecheck may be doing so right now). */
-static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
+static tbe_status db_check(const char *path, sqlite3 *h, int min_version, int *empty,
+                           int64_t *version)
 {
   int64_t v = 0, tables = 0;
   int found = 0;
@@ -104,7 +116,7 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
     return (rc & 0xff) == SQLITE_NOTADB
                ? tbe_error(TBE_EINVAL, "database", -1,
                            "%s is not a SQLite database (it may be another kind of file)", path)
-               : db_fail(path, h, rc, "cannot read the database header (truncated or corrupt)");
+               : db_fail_file(path, h, rc, "cannot read the database header (truncated or corrupt)");
   if (v == 0 && tables == 0) {
     *empty = 1;
     return tbe_ok();
@@ -115,17 +127,18 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
                      (long long)v);
   rc = db_int(h, "SELECT schema_version FROM meta", &v, &found);
   if (rc != SQLITE_OK || !found)
-    return rc != SQLITE_OK ? db_fail(path, h, rc, "cannot read its schema version (corrupt?)")
+    return rc != SQLITE_OK ? db_fail_file(path, h, rc, "cannot read its schema version (corrupt?)")
                            : tbe_error(TBE_EINVAL, "database", -1,
                                        "%s has no schema version (meta is empty)", path);
+  *version = v;
   if (v > DB_SCHEMA_VERSION)
     return tbe_error(TBE_EINVAL, "database", -1,
                      "%s has schema version %lld, newer than this tbecheck's %d: use a newer "
                      "tbecheck", path, (long long)v, DB_SCHEMA_VERSION);
-  if (v < DB_SCHEMA_VERSION || (exact && v != DB_SCHEMA_VERSION))
+  if (v < min_version)
     return tbe_error(TBE_EINVAL, "database", -1,
-                     "%s has schema version %lld, older than this tbecheck's %d", path,
-                     (long long)v, DB_SCHEMA_VERSION);
+                     "%s has schema version %lld, older than this tbecheck's %d: a tbecheck run "
+                     "(or merge) into it upgrades it", path, (long long)v, DB_SCHEMA_VERSION);
   sqlite3_stmt *st;
   rc = sqlite3_prepare_v2(h, "PRAGMA quick_check", -1, &st, NULL);
   if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -138,36 +151,46 @@ static tbe_status db_check(const char *path, sqlite3 *h, int exact, int *empty)
     return s;
   }
   sqlite3_finalize(st);
-  return db_fail(path, h, rc, "is corrupt or truncated");
+  return db_fail_file(path, h, rc, "is corrupt or truncated");
 }
 
 /* Checks the existing file at path without writing anything: a read-only connection, and an
  * immutable one when there is no WAL file (then nothing can be pending, and SQLite creates no
- * -wal or -shm file beside a file it is refusing). */
-static tbe_status db_validate(const char *path, int exact, int *empty)
+ * -wal or -shm file beside a file it is refusing); min_version as db_check. */
+static tbe_status db_validate(const char *path, int min_version, int *empty, int64_t *version)
 {
   char uri[2200];
   if (db_uri(path, db_file_exists(path, "-wal") ? "mode=ro" : "immutable=1", uri, sizeof uri))
     return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", path);
   sqlite3 *h = NULL;
   int rc = sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
-  tbe_status s =
-      rc == SQLITE_OK ? db_check(path, h, exact, empty) : db_fail(path, h, rc, "cannot open");
+  tbe_status s = rc == SQLITE_OK ? db_check(path, h, min_version, empty, version)
+                                 : db_fail(path, h, rc, "cannot open");
   sqlite3_close(h);
   return s;
 }
 
-/* Creates the schema in a new (empty) database, unless a concurrent tbecheck just did; in that
- * case checks what it made. */
+/* Creates the schema in a new (empty) database, unless a concurrent tbecheck just did (then
+ * checks what it made), or upgrades an older one (upgrade.sql, unless a concurrent tbecheck just
+ * did); in one transaction, with the views (views.sql). */
+static tbe_status db_prepare_all(db *d);
+
 static tbe_status db_create(db *d)
 {
   tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start creating the database");
   if (s.code != TBE_OK)
     return s;
   int empty;
-  s = db_check(d->path, d->h, 0, &empty);
+  int64_t version = DB_SCHEMA_VERSION;
+  s = db_check(d->path, d->h, 1, &empty, &version);
   if (s.code == TBE_OK && empty)
     s = db_exec(d, db_sql("schema"), "cannot create the schema");
+  else if (s.code == TBE_OK && version < DB_SCHEMA_VERSION)
+    s = db_exec(d, db_sql("upgrade"), "cannot upgrade the schema");
+  if (s.code == TBE_OK && (empty || version < DB_SCHEMA_VERSION))
+    s = db_exec(d, db_sql("views"), "cannot create the views");
+  if (s.code == TBE_OK) /* before the commit: tables that refuse our statements roll back */
+    s = db_prepare_all(d);
   if (s.code == TBE_OK)
     s = db_exec(d, "COMMIT", "cannot commit the new schema");
   if (s.code != TBE_OK)
@@ -227,15 +250,18 @@ static tbe_status db_prepare_query(db *d, const char *sql, const db_param *param
 tbe_status db_open(const char *path, db_mode mode, db **out)
 {
   *out = NULL;
+  if (!*path) /* SQLite would open a private temporary database and discard it */
+    return tbe_error(TBE_EINVAL, "database", -1, "the database path is empty");
   struct stat st;
   int exists = stat(path, &st) == 0;
   if (!exists && errno != ENOENT)
-    return tbe_error(TBE_EIO, "database", -1, "%s: %s", path, strerror(errno));
+    return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", path, strerror(errno));
   if (exists && !S_ISREG(st.st_mode))
     return tbe_error(TBE_EINVAL, "database", -1, "%s is not a regular file", path);
   int fresh = !exists || (st.st_size == 0 && !db_file_exists(path, "-wal"));
+  int64_t version = DB_SCHEMA_VERSION;
   if (!fresh) {
-    tbe_status s = db_validate(path, 0, &fresh);
+    tbe_status s = db_validate(path, mode == DB_WRITE ? 1 : DB_SCHEMA_VERSION, &fresh, &version);
     if (s.code != TBE_OK)
       return s;
   }
@@ -247,11 +273,32 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   if (!d)
     return tbe_error(TBE_ENOMEM, "database", -1, "out of memory");
   snprintf(d->path, sizeof d->path, "%s", path);
+  /* A reader of a WAL database needs its -shm file, which it cannot create in a directory it
+   * may not write (an archived database): then, with no WAL file to replay, it reads the file
+   * as immutable. Elsewhere it reads as any SQLite reader, beside concurrent writers. */
+  char dir[1100];
+  const char *slash = strrchr(path, '/');
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  int archived = mode == DB_READ && !db_file_exists(path, "-wal") && access(dir, W_OK) != 0;
+  char uri[2200];
+  if (db_uri(path, mode == DB_WRITE ? "mode=rwc" : archived ? "immutable=1" : "mode=ro", uri,
+             sizeof uri)) {
+    free(d);
+    return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", path);
+  }
   int flags = mode == DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-  int rc = sqlite3_open_v2(path, &d->h, flags | SQLITE_OPEN_URI, NULL);
+  int rc = sqlite3_open_v2(uri, &d->h, flags | SQLITE_OPEN_URI, NULL);
   tbe_status s = rc == SQLITE_OK ? tbe_ok() : db_fail(path, d->h, rc, "cannot open");
   if (s.code == TBE_OK)
     sqlite3_busy_timeout(d->h, DB_BUSY_MS);
+  if (s.code == TBE_OK && mode == DB_WRITE && !fresh) {
+    /* before the switch to WAL writes the header: the tables must take our statements (a
+     * read-only connection does not compile their CHECK constraints, so db_check cannot); an
+     * older schema is upgraded in one transaction that rolls back if they do not */
+    s = version < DB_SCHEMA_VERSION ? db_create(d) : db_prepare_all(d);
+    if (s.code == TBE_EINTERNAL)
+      s.code = TBE_EINVAL;
+  }
   if (s.code == TBE_OK && mode == DB_WRITE)
     s = db_exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
                 "cannot switch to WAL");
@@ -259,8 +306,6 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
     s = db_exec(d, "PRAGMA foreign_keys = ON", "cannot enable foreign keys");
   if (s.code == TBE_OK && mode == DB_WRITE && fresh)
     s = db_create(d);
-  if (s.code == TBE_OK && mode == DB_WRITE)
-    s = db_prepare_all(d);
   if (s.code != TBE_OK) {
     db_close(d);
     return s;
@@ -333,9 +378,9 @@ tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
   sqlite3_stmt *st;
   tbe_status s = db_prepare(d,
                             "INSERT INTO runs (uid, git_commit, dirty, host, cpu, gpu, driver, "
-                            "cuda, tool_version, argv, engines, shard, repeats, started) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                            "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                            "cuda, tool_version, argv, engines, shard, repeats, injected, "
+                            "started) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                            "?13, ?14, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
                             &st);
   if (s.code != TBE_OK)
     return s;
@@ -348,6 +393,7 @@ tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
   for (int i = 0; i < 9; i++)
     db_bind_text(st, 4 + i, text[i]);
   sqlite3_bind_int(st, 13, in->repeats);
+  sqlite3_bind_int(st, 14, in->injected);
   int rc = db_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_OK)
@@ -563,8 +609,12 @@ void db_table_free(db_table *t)
 tbe_status db_merge(db *d, const char *src_path, int *runs_added)
 {
   *runs_added = 0;
+  if (access(src_path, F_OK) != 0)
+    return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", src_path,
+                     errno == ENOENT ? "no such database" : strerror(errno));
   int empty;
-  tbe_status s = db_validate(src_path, 1, &empty);
+  int64_t version;
+  tbe_status s = db_validate(src_path, DB_SCHEMA_VERSION, &empty, &version);
   if (s.code == TBE_OK && empty)
     s = tbe_error(TBE_EINVAL, "database", -1, "%s is an empty database", src_path);
   if (s.code != TBE_OK)

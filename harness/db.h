@@ -16,7 +16,7 @@
 #include "engine.h"
 #include "tbe.h"
 
-#define DB_SCHEMA_VERSION 1          /* meta.schema_version of reports/schema.sql */
+#define DB_SCHEMA_VERSION 2          /* meta.schema_version of reports/schema.sql */
 #define DB_APPLICATION_ID 0x54424543 /* PRAGMA application_id: 'TBEC' */
 
 typedef struct db db;
@@ -36,6 +36,7 @@ typedef struct {
   int dirty;
   const char *host, *cpu, *gpu, *driver, *cuda, *tool_version, *argv, *engines, *shard;
   int repeats;
+  int injected; /* 1: the run injects a fault (--inject-fault); runs.injected */
 } db_run_info;
 
 /* Inserts the run (incomplete, started now) and sets *run to its id. */

@@ -1,6 +1,7 @@
 /* engine.c: the ref, gpu and oracle engines, each producing named outputs from a pristine batch,
- * and the checks that hold every output to its baseline. Not the metrics (compare.c), not the
- * database (db.c), not the oracle itself (ref/oracle/; eng_oracle.py drives it).
+ * the checks that hold every output to its baseline, and the reference backward's runners that
+ * export.c shares. Not the metrics (compare.c), not the database (db.c), not the oracle itself
+ * (ref/oracle/; eng_oracle.py drives it).
  *
  * To add an output: push it in the engine that computes it (eng_push_float, eng_push_int) and
  * name it in that engine's `produces` list; engines that do not name it get an `unsupported`
@@ -66,7 +67,7 @@ typedef struct {
   const char *canon;
   tbe_bounds_mode mode;
   const gpu_fwd_config *cfg;
-  const export_bwd *bwd; /* the backward's configuration and inputs, or NULL: forward only */
+  const gen_bwd *bwd; /* the backward's configuration and inputs, or NULL: forward only */
 } eng_job;
 
 struct eng_ctx {
@@ -87,9 +88,8 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                         eng_run *r);
 static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                            eng_run *r);
+static int eng_produces(eng_id e, const char *name);
 
-static const char *const eng_forward_outputs[] = {"output", "indices", "offsets", "warnings",
-                                                  "offender", NULL};
 static const char *const eng_all_outputs[] = {"output", "indices", "offsets", "warnings",
                                               "offender", "weights", "momentum", "psw_grad",
                                               NULL};
@@ -100,7 +100,7 @@ static const struct {
   eng_fn run;
 } eng_table[ENG_COUNT] = {
   [ENG_REF] = {"ref", eng_all_outputs, eng_run_ref},
-  [ENG_GPU] = {"gpu", eng_forward_outputs, eng_run_gpu},
+  [ENG_GPU] = {"gpu", eng_all_outputs, eng_run_gpu},
   [ENG_ORACLE] = {"oracle", eng_all_outputs, eng_run_oracle},
 };
 
@@ -178,9 +178,20 @@ tbe_status eng_parse_fault(const char *spec, eng_options *o)
       (at && *at && (end == at + 1 || *end)))
     return tbe_error(TBE_EINVAL, "inject-fault", -1,
                      "'%s' is not ENGINE:OUTPUT[@INDEX] (e.g. gpu:output or ref:indices@3)", spec);
-  o->fault_engine = (eng_id)e;
   memcpy(o->fault_output, colon + 1, len);
   o->fault_output[len] = '\0';
+  if (!eng_produces((eng_id)e, o->fault_output)) {
+    char names[160] = "";
+    for (const char *const *p = eng_table[e].produces; *p; p++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+               names[0] ? ", " : "", *p);
+    tbe_status s = tbe_error(TBE_EINVAL, "inject-fault", -1,
+                             "'%s': %s has no output '%s' (its outputs: %s)", spec,
+                             eng_table[e].name, o->fault_output, names);
+    o->fault_output[0] = '\0';
+    return s;
+  }
+  o->fault_engine = (eng_id)e;
   o->fault_index = index;
   return tbe_ok();
 }
@@ -306,14 +317,77 @@ static tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bw
   return s;
 }
 
+tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                                void **weights, float **momentum, float **psw_grad)
+{
+  int64_t rows = ref_bwd_rows(b);
+  size_t wbytes = tbe_mul_size((size_t)b->table_offset[b->num_tables], tbe_dtype_size(b->wdtype));
+  void *w = malloc(wbytes + 1);
+  float *m = bwd->momentum ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
+  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
+                                     : NULL;
+  tbe_status s = tbe_ok();
+  if (!w || (bwd->momentum && !m) || (b->per_sample_weights && !psw))
+    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
+  if (s.code == TBE_OK) {
+    void *keep = b->weights;
+    memcpy(w, keep, wbytes);
+    if (m)
+      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
+    b->weights = w;
+    s = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
+    b->weights = keep;
+  }
+  if (s.code != TBE_OK) {
+    free(w);
+    free(m);
+    free(psw);
+    w = m = psw = NULL;
+  }
+  *weights = w;
+  *momentum = m;
+  *psw_grad = psw;
+  return s;
+}
+
+tbe_status eng_ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                                  double **w_exact, double **w_bound, double **m_exact,
+                                  double **m_bound)
+{
+  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+  int m = bwd->momentum != NULL;
+  double *we = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
+  double *wb = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
+  double *me = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
+  double *mb = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
+  tbe_status s = tbe_ok();
+  if (!we || !wb || (m && (!me || !mb)))
+    s = tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate the exact twin of %lld weights",
+                  (long long)n);
+  if (s.code == TBE_OK)
+    s = ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we, wb, me, mb);
+  if (s.code != TBE_OK) {
+    free(we);
+    free(wb);
+    free(me);
+    free(mb);
+    we = wb = me = mb = NULL;
+  }
+  *w_exact = we;
+  *w_bound = wb;
+  *m_exact = me;
+  *m_bound = mb;
+  return s;
+}
+
 /* ref_backward on the bounds-checked batch b (which stays pristine), pushed as
  * eng_push_backward says. */
-static tbe_status eng_ref_backward(eng_run *r, tbe_batch *b, const tbe_layout *l,
-                                   const export_bwd *bwd)
+static tbe_status eng_push_ref_backward(eng_run *r, tbe_batch *b, const tbe_layout *l,
+                                   const gen_bwd *bwd)
 {
   void *w;
   float *m, *psw;
-  tbe_status s = export_backward_run(b, l, bwd, &w, &m, &psw);
+  tbe_status s = eng_ref_backward_run(b, l, bwd, &w, &m, &psw);
   if (s.code == TBE_OK)
     s = eng_push_backward(r, b, bwd->cfg, w, m, psw);
   free(w);
@@ -348,7 +422,7 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
   if (s.code == TBE_OK && bounds.code == TBE_OK)
     s = eng_push_output(r, "forward", b, l, out, 1);
   if (s.code == TBE_OK && bounds.code == TBE_OK && j->bwd)
-    s = eng_ref_backward(r, b, l, j->bwd);
+    s = eng_push_ref_backward(r, b, l, j->bwd);
   free(out);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
@@ -361,13 +435,18 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
 {
   (void)x;
   gpu_fwd_result g;
-  tbe_status s = gpu_run_forward(b, l, j->mode, j->cfg, &g);
+  gpu_bwd_result gb;
+  const gen_bwd *bwd = j->bwd;
+  gpu_bwd_config gcfg = {(gpu_long_mode)(bwd ? bwd->gpu_long : 0), bwd ? bwd->gpu_no_bucket : 0};
+  tbe_status s = gpu_run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
+                         bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g, &gb);
   if (s.code != TBE_OK) {
     eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
     gpu_fwd_result_free(&g);
+    gpu_bwd_result_free(&gb);
     return;
   }
-  r->ms = g.ms;
+  r->ms = g.ms + gb.stats.ms;
   s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
@@ -377,7 +456,10 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
       snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
                "%d bytes written outside the output (guard regions)", g.guard_errors);
   }
+  if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
+    s = eng_push_backward(r, b, bwd->cfg, gb.weights, gb.momentum, gb.psw_grad);
   gpu_fwd_result_free(&g);
+  gpu_bwd_result_free(&gb);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
 }
@@ -415,7 +497,7 @@ static tbe_status eng_read_npy(const char *dir, const char *name, npy_dtype want
   return s;
 }
 
-static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd)
+static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd)
 {
   int64_t isz = (int64_t)tbe_itype_size(b->itype);
   int64_t bytes = b->table_offset[b->num_tables] * (int64_t)tbe_dtype_size(b->wdtype) +
@@ -427,7 +509,7 @@ static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l, const ex
 }
 
 /* Reads the worker's backward outputs (oracle_weights, oracle_momentum, oracle_psw_grad). */
-static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const export_bwd *bwd,
+static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const gen_bwd *bwd,
                                       eng_run *r)
 {
   npy_dtype wt = b->wdtype == TBE_FP32 ? NPY_F4 : b->wdtype == TBE_FP16 ? NPY_F2 : NPY_U2;
@@ -450,7 +532,7 @@ static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const
 
 /* Reads what the worker wrote for the case in dir into r. */
 static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const tbe_layout *l,
-                                     const export_bwd *bwd, eng_run *r)
+                                     const gen_bwd *bwd, eng_run *r)
 {
   npy_dtype it = b->itype == TBE_I32 ? NPY_I4 : NPY_I8;
   npy_dtype ot = b->out_dtype == TBE_FP32 ? NPY_F4 : b->out_dtype == TBE_FP16 ? NPY_F2 : NPY_U2;
@@ -854,14 +936,21 @@ static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run run
   for (int e = ENG_REF + 1; s.code == TBE_OK && e < ENG_COUNT; e++)
     if (x->opt.engines & (1u << e))
       s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, ex, b, l);
+  if (s.code == TBE_OK && res->n_checks == 0) /* every case stores at least its outcome */
+    s = eng_note(res, ENG_REF, "exact", ref->n_out ? ref->out[0].path : "forward",
+                 ref->n_out ? ref->out[0].name : "output", ENG_UNSUPPORTED,
+                 "nothing to compare: %s, and no other engine ran", eng_missing_why(ref));
   return s;
 }
 
-/* Test the tester: moves element i of the named output by one unit in the last place. */
-static void eng_inject_fault(eng_run *r, const char *name, int64_t i)
+/* Test the tester: moves element i of the named output by one unit in the last place. Records
+ * in res whether it landed and how long the output was (-1: the run did not produce it). */
+static void eng_inject_fault(eng_run *r, const char *name, int64_t i, eng_case_result *res)
 {
   eng_output *o = (eng_output *)eng_find(r, name);
-  if (!o || i >= o->n)
+  res->fault_elements = o ? o->n : -1;
+  res->fault_landed = o && i < o->n;
+  if (!res->fault_landed)
     return;
   if (o->is_int)
     tbe_iset(o->data, o->itype, i, tbe_iget(o->data, o->itype, i) + 1);
@@ -922,12 +1011,12 @@ static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_
 /* The exact twin of an atomic-combine backward ("weights", "momentum") on the reference's
  * repaired batch, whose weights are still the ones before the update. */
 static void eng_exact_backward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
-                               const export_bwd *bwd, eng_exact *ex)
+                               const gen_bwd *bwd, eng_exact *ex)
 {
   if (!bwd || bwd->cfg->combine != REF_COMBINE_ATOMIC || !eng_find(ref, "weights"))
     return;
   double *we, *wb, *me, *mb;
-  tbe_status s = export_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
+  tbe_status s = eng_ref_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
   if (s.code != TBE_OK) {
     snprintf(ex->why, sizeof ex->why, "the exact backward failed: %.250s", s.message);
     return;
@@ -944,8 +1033,15 @@ static void eng_exact_backward(const eng_run *ref, const tbe_batch *b, const tbe
   }
 }
 
+/* memcpy that allows n == 0 with NULL pointers (a batch without indices has indices NULL). */
+static void copy_bytes(void *dst, const void *src, size_t n)
+{
+  if (n)
+    memcpy(dst, src, n);
+}
+
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                         const gpu_fwd_config *cfg, const export_bwd *bwd, eng_case_result *res)
+                         const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *res)
 {
   memset(res, 0, sizeof *res);
   res->ref_ms = res->gpu_ms = -1;
@@ -965,7 +1061,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
     goto done;
   }
-  memcpy(idx0, b->indices, idx_bytes);
+  copy_bytes(idx0, b->indices, idx_bytes);
   memcpy(off0, b->offsets, off_bytes);
   if (cfg && cfg->small != GPU_SMALL_OFF && !x->unavailable[ENG_GPU][0]) {
     /* the features the GPU will put on the small-table path, chosen on the offsets as given */
@@ -989,11 +1085,11 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     snprintf(runs[e].reason, sizeof runs[e].reason, "%s", x->unavailable[e]);
     if (runs[e].status != ENG_PASS)
       continue;
-    memcpy(b->indices, idx0, idx_bytes);
+    copy_bytes(b->indices, idx0, idx_bytes);
     memcpy(b->offsets, off0, off_bytes);
     eng_table[e].run(x, b, &l, &job, &runs[e]);
     if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
-      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index);
+      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
     if (e == ENG_REF && runs[e].status == ENG_PASS) {
       eng_exact_forward(&runs[e], b, &l, NULL, &ex);
       if (small)
@@ -1002,7 +1098,7 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
       bytes = eng_forward_bytes(b, &l);
     }
   }
-  memcpy(b->indices, idx0, idx_bytes);
+  copy_bytes(b->indices, idx0, idx_bytes);
   memcpy(b->offsets, off0, off_bytes);
   s = eng_checks(x, res, runs, &ex, b, &l);
   for (int e = 0; e < ENG_COUNT; e++)
@@ -1026,8 +1122,8 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
 {
   tbe_batch b;
   const tbe_knobs *k = case_knobs(c);
-  export_bwd bwd;
-  tbe_status s = export_generate(c, &b, &bwd);
+  gen_bwd bwd;
+  tbe_status s = gen_case(c, &b, &bwd);
   if (s.code != TBE_OK) {
     memset(r, 0, sizeof *r);
     r->ref_ms = r->gpu_ms = -1;
@@ -1038,7 +1134,7 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
   }
   gpu_fwd_config cfg = {k->fwd_bags, k->fwd_width, k->fused_bounds, (gpu_small_mode)k->fwd_small};
   s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg, bwd.cfg ? &bwd : NULL, r);
-  export_generated_free(&b, &bwd);
+  gen_case_free(&b, &bwd);
   return s;
 }
 

@@ -21,7 +21,7 @@
 
 #include "case.h"
 #include "compare.h"
-#include "export.h"
+#include "gen.h"
 #include "tbe.h"
 #include "tbe_gpu.h"
 
@@ -56,7 +56,9 @@ typedef struct {
 } eng_options;
 
 /* Parses "ENGINE:OUTPUT[@INDEX]" (e.g. "gpu:output@17"; INDEX defaults to 0) into o's fault
- * fields. TBE_EINVAL if it is malformed or names an unknown engine. */
+ * fields. TBE_EINVAL if it is malformed, names an unknown engine, or an output that engine never
+ * computes. Whether the fault lands (the engine runs here, the output is that long) only the
+ * run can tell: eng_case_result.fault_elements. */
 tbe_status eng_parse_fault(const char *spec, eng_options *o);
 
 typedef struct eng_ctx eng_ctx;
@@ -112,6 +114,8 @@ typedef struct {
   eng_perf perf[ENG_COUNT];
   int n_perf;
   double ref_ms, gpu_ms;    /* negative when that engine did not run */
+  int fault_landed;         /* the options' fault moved an element of this case's output */
+  int64_t fault_elements;   /* that output's length here (-1: the engine did not produce it) */
 } eng_case_result;
 
 /* Runs the batch through every engine of x and fills *r with the checks. b must be a pristine
@@ -123,13 +127,26 @@ typedef struct {
  * failures become checks with status error; the return value reports only what stops tbecheck
  * (TBE_ENOMEM, an internal error). r must be freed with eng_case_result_free either way. */
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                         const gpu_fwd_config *cfg, const export_bwd *bwd, eng_case_result *r);
+                         const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *r);
 
 /* Generates the case and runs it as eng_run_batch does. A case that cannot be generated (it
  * does not fit in memory) is recorded as an error of every engine. */
 tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_case_result *r);
 
 void eng_case_result_free(eng_case_result *r);
+
+/* The reference's backward for bwd on the bounds-checked batch b, on copies of its weights and
+ * momentum (b is left as it was): on success *weights (in b's weight dtype), *momentum
+ * (with bwd->momentum, else NULL) and *psw_grad (weighted, else NULL) are malloc'd results; on
+ * failure (ref_backward's, or TBE_ENOMEM) all are NULL. */
+tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                                void **weights, float **momentum, float **psw_grad);
+
+/* ref_backward_exact for bwd on the bounds-checked batch b: malloc'd exact values and bounds
+ * of the weights and, with bwd->momentum, of the momentum (else NULL). All NULL on failure. */
+tbe_status eng_ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                                  double **w_exact, double **w_bound, double **m_exact,
+                                  double **m_bound);
 
 /* 1 if any check of r is a fail or an error. */
 int eng_case_failed(const eng_case_result *r);

@@ -154,12 +154,12 @@ static void test_oracle(void)
   eng_ctx *x;
   if (eng_open(&probe, &x).code != TBE_OK)
     return;
-  const char *why = eng_unavailable(x, ENG_ORACLE);
-  eng_close(x);
-  if (why) {
+  const char *why = eng_unavailable(x, ENG_ORACLE); /* x's text: print it before eng_close */
+  if (why)
     printf("oracle not available here (%s): its checks are skips, verified above\n", why);
+  eng_close(x);
+  if (why)
     return;
-  }
   eng_case_result r;
   if (!run_text(&probe, "T=3 vbe=1 R=2 B=0..5 E=40,5,7 D=4,8,2 L=0..6 weighted=1 "
                         "invalid=0.2 invalid_kind=mix corrupt=decreasing:2 wdtype=bf16", &r)) {

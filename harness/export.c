@@ -1,6 +1,6 @@
 /* export.c: a case's inputs and the reference's results as .npy files and a manifest.json, for
- * the NumPy oracle, and the reference backward on copies of a batch's state (which the engine
- * shares). Not the comparison (ref/oracle/check.py does that) and not the CLI.
+ * the NumPy oracle. Not the comparison (ref/oracle/check.py does that), not the CLI, not the
+ * generator (gen.c) nor the reference runners it writes the results of (engine.c).
  */
 #include "export.h"
 
@@ -13,7 +13,9 @@
 #include "backward.h"
 #include "bounds.h"
 #include "case.h"
+#include "engine.h"
 #include "forward.h"
+#include "gen.h"
 #include "npy.h"
 
 #define EXPORT_PATH_MAX 4096
@@ -98,7 +100,7 @@ static void export_manifest_bwd(FILE *f, const tbe_batch *b, const ref_bwd_confi
 
 static tbe_status export_manifest(const char *dir, const char *canon, const tbe_batch *b,
                                   const tbe_layout *l, tbe_bounds_mode mode, tbe_status ref,
-                                  int64_t warnings, const export_bwd *bwd, int bwd_ran,
+                                  int64_t warnings, const gen_bwd *bwd, int bwd_ran,
                                   tbe_status bref)
 {
   char path[EXPORT_PATH_MAX];
@@ -169,73 +171,10 @@ static tbe_status export_inputs(const char *dir, const tbe_batch *b, int64_t tot
   return s;
 }
 
-tbe_status export_backward_run(tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
-                               void **weights, float **momentum, float **psw_grad)
-{
-  int64_t rows = ref_bwd_rows(b);
-  size_t wbytes = tbe_mul_size((size_t)b->table_offset[b->num_tables], tbe_dtype_size(b->wdtype));
-  void *w = malloc(wbytes + 1);
-  float *m = bwd->momentum ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
-  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
-                                     : NULL;
-  tbe_status s = tbe_ok();
-  if (!w || (bwd->momentum && !m) || (b->per_sample_weights && !psw))
-    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
-  if (s.code == TBE_OK) {
-    void *keep = b->weights;
-    memcpy(w, keep, wbytes);
-    if (m)
-      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
-    b->weights = w;
-    s = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
-    b->weights = keep;
-  }
-  if (s.code != TBE_OK) {
-    free(w);
-    free(m);
-    free(psw);
-    w = m = psw = NULL;
-  }
-  *weights = w;
-  *momentum = m;
-  *psw_grad = psw;
-  return s;
-}
-
-tbe_status export_backward_exact(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
-                                 double **w_exact, double **w_bound, double **m_exact,
-                                 double **m_bound)
-{
-  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
-  int m = bwd->momentum != NULL;
-  double *we = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
-  double *wb = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
-  double *me = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
-  double *mb = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
-  tbe_status s = tbe_ok();
-  if (!we || !wb || (m && (!me || !mb)))
-    s = tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate the exact twin of %lld weights",
-                  (long long)n);
-  if (s.code == TBE_OK)
-    s = ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we, wb, me, mb);
-  if (s.code != TBE_OK) {
-    free(we);
-    free(wb);
-    free(me);
-    free(mb);
-    we = wb = me = mb = NULL;
-  }
-  *w_exact = we;
-  *w_bound = wb;
-  *m_exact = me;
-  *m_bound = mb;
-  return s;
-}
-
 /* Runs the backward (and under bwd.combine=atomic its exact twin) on the bounds-checked batch b
  * and writes the results. Returns the export's failures; the reference's go to *bref. */
 static tbe_status export_backward(const char *dir, tbe_batch *b, const tbe_layout *l,
-                                  const export_bwd *bwd, tbe_status *bref)
+                                  const gen_bwd *bwd, tbe_status *bref)
 {
   int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
   double *we = NULL, *wb = NULL, *me = NULL, *mb = NULL;
@@ -243,9 +182,9 @@ static tbe_status export_backward(const char *dir, tbe_batch *b, const tbe_layou
   float *m = NULL, *psw = NULL;
   tbe_status s = tbe_ok();
   if (bwd->cfg->combine == REF_COMBINE_ATOMIC)
-    *bref = export_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
+    *bref = eng_ref_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
   if (bref->code == TBE_OK)
-    *bref = export_backward_run(b, l, bwd, &w, &m, &psw);
+    *bref = eng_ref_backward_run(b, l, bwd, &w, &m, &psw);
   if (bref->code == TBE_OK && we) {
     s = export_array(dir, "ref_weights_exact", NPY_F8, n, 0, we);
     if (s.code == TBE_OK)
@@ -273,7 +212,7 @@ static tbe_status export_backward(const char *dir, tbe_batch *b, const tbe_layou
 }
 
 tbe_status export_batch_bwd(tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                            const export_bwd *bwd, const char *dir)
+                            const gen_bwd *bwd, const char *dir)
 {
   tbe_layout l;
   void *out = NULL;
@@ -336,7 +275,7 @@ tbe_status export_case(const char *case_text, const char *dir)
   tbe_case *c = NULL;
   tbe_batch b;
   memset(&b, 0, sizeof b);
-  export_bwd bwd = {NULL, NULL, NULL};
+  gen_bwd bwd = {0};
   char canon[1024];
 
   tbe_status s = case_parse(case_text, &c);
@@ -347,46 +286,14 @@ tbe_status export_case(const char *case_text, const char *dir)
                   sizeof canon - 1);
     goto done;
   }
-  s = export_generate(c, &b, &bwd);
+  s = gen_case(c, &b, &bwd);
   if (s.code == TBE_OK)
     s = export_batch_bwd(&b, canon, case_bounds(c), bwd.cfg ? &bwd : NULL, dir);
 
 done:
-  export_generated_free(&b, &bwd);
+  gen_case_free(&b, &bwd);
   case_free(c);
   return s;
-}
-
-tbe_status export_generate(const tbe_case *c, tbe_batch *b, export_bwd *bwd)
-{
-  memset(bwd, 0, sizeof *bwd);
-  tbe_status s = case_generate(c, b);
-  if (s.code == TBE_OK)
-    s = tbe_batch_validate(b);
-  const ref_bwd_config *cfg = &case_knobs(c)->bwd;
-  if (s.code == TBE_OK && cfg->opt.kind != REF_OPT_NONE) {
-    void *grad = NULL;
-    float *momentum = NULL;
-    tbe_layout l;
-    s = tbe_layout_init(&l, b);
-    if (s.code == TBE_OK)
-      s = case_generate_backward(c, b, &l, &grad, &momentum);
-    tbe_layout_free(&l);
-    bwd->cfg = cfg;
-    bwd->grad_output = grad;
-    bwd->momentum = momentum;
-  }
-  if (s.code != TBE_OK)
-    export_generated_free(b, bwd);
-  return s;
-}
-
-void export_generated_free(tbe_batch *b, export_bwd *bwd)
-{
-  free((void *)bwd->grad_output);
-  free((void *)bwd->momentum);
-  memset(bwd, 0, sizeof *bwd);
-  tbe_batch_free(b);
 }
 
 tbe_status export_file(const char *path, const char *dir, int *count)

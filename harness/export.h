@@ -31,16 +31,8 @@
 #ifndef HARNESS_EXPORT_H
 #define HARNESS_EXPORT_H
 
-#include "backward.h"
-#include "case.h"
+#include "gen.h"
 #include "tbe.h"
-
-/* The backward's part of a case: its configuration and inputs. */
-typedef struct {
-  const ref_bwd_config *cfg; /* cfg->opt.kind != REF_OPT_NONE */
-  const void *grad_output;   /* [out_elems] in the output dtype */
-  const float *momentum;     /* [rows] (rowwise_adagrad), else NULL */
-} export_bwd;
 
 /* Parses and generates case_text, creates dir (and missing parents), and writes the files
  * above. manifest.json holds: case (canonical text), num_tables, T, B, R, wdtype, out_dtype,
@@ -58,30 +50,11 @@ tbe_status export_case(const char *case_text, const char *dir);
 
 /* Writes the files above for a validated batch b as generated (its bounds not yet checked),
  * named by canon (stored as the manifest's "case"), with bounds mode `mode` and, when bwd is not
- * NULL, the backward (export_bwd). The reference's bounds check runs on b itself: b's indices
+ * NULL, the backward (gen_bwd). The reference's bounds check runs on b itself: b's indices
  * and offsets are repaired in place; its weights are left as they were. Fails as export_case
  * does. */
 tbe_status export_batch_bwd(tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                            const export_bwd *bwd, const char *dir);
-
-/* The reference's backward for bwd on the bounds-checked batch b, on copies of its weights and
- * momentum (b is left as it was): on success *weights (in b's weight dtype), *momentum
- * (with bwd->momentum, else NULL) and *psw_grad (weighted, else NULL) are malloc'd results; on
- * failure (ref_backward's, or TBE_ENOMEM) all are NULL. */
-tbe_status export_backward_run(tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
-                               void **weights, float **momentum, float **psw_grad);
-
-/* ref_backward_exact for bwd on the bounds-checked batch b: malloc'd exact values and bounds
- * of the weights and, with bwd->momentum, of the momentum (else NULL). All NULL on failure. */
-tbe_status export_backward_exact(const tbe_batch *b, const tbe_layout *l, const export_bwd *bwd,
-                                 double **w_exact, double **w_bound, double **m_exact,
-                                 double **m_bound);
-
-/* Generates case c: the batch into *b and, when the case has an optimizer, its backward inputs
- * into *bwd (cfg, malloc'd grad_output and momentum); else bwd->cfg is NULL. On failure
- * everything is freed. Release with export_generated_free. */
-tbe_status export_generate(const tbe_case *c, tbe_batch *b, export_bwd *bwd);
-void export_generated_free(tbe_batch *b, export_bwd *bwd);
+                            const gen_bwd *bwd, const char *dir);
 
 /* export_batch_bwd without the backward. */
 tbe_status export_batch(tbe_batch *b, const char *canon, tbe_bounds_mode mode, const char *dir);

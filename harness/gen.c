@@ -13,7 +13,8 @@
  *   5. per-sample weights.
  * The backward's inputs (case_generate_backward) come after, from streams of their own, so a
  * forward-only case's bytes do not depend on them: grad_output drawn like the weights in the
- * output dtype; momentum |fp32 value drawn like an fp32 weight|, one per row (linear key).
+ * output dtype; momentum |fp32 value drawn like an fp32 weight|, one per row (linear key);
+ * gen_case makes both, the batch and its backward's inputs, as the engines and export take them.
  * Steps that choose k of n positions (hot, invalid, corruptions) walk the candidates in order
  * with selection sampling: candidate i is taken with probability (still needed)/(still left), so
  * exactly k are taken, uniformly; these walks are sequential, the rest is OpenMP-parallel.
@@ -669,4 +670,36 @@ tbe_status case_generate_backward(const tbe_case *c, const tbe_batch *b, const t
     m[i] = fabsf(m[i]);
   *momentum = m;
   return tbe_ok();
+}
+
+tbe_status gen_case(const tbe_case *c, tbe_batch *b, gen_bwd *bwd)
+{
+  memset(bwd, 0, sizeof *bwd);
+  tbe_status s = case_generate(c, b);
+  const ref_bwd_config *cfg = &case_knobs(c)->bwd;
+  if (s.code == TBE_OK && cfg->opt.kind != REF_OPT_NONE) {
+    void *grad = NULL;
+    float *momentum = NULL;
+    tbe_layout l;
+    s = tbe_layout_init(&l, b);
+    if (s.code == TBE_OK)
+      s = case_generate_backward(c, b, &l, &grad, &momentum);
+    tbe_layout_free(&l);
+    bwd->cfg = cfg;
+    bwd->grad_output = grad;
+    bwd->momentum = momentum;
+    bwd->gpu_long = case_knobs(c)->bwd_long;
+    bwd->gpu_no_bucket = case_knobs(c)->bwd_no_bucket;
+  }
+  if (s.code != TBE_OK)
+    gen_case_free(b, bwd);
+  return s;
+}
+
+void gen_case_free(tbe_batch *b, gen_bwd *bwd)
+{
+  free((void *)bwd->grad_output);
+  free((void *)bwd->momentum);
+  memset(bwd, 0, sizeof *bwd);
+  tbe_batch_free(b);
 }

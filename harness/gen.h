@@ -1,5 +1,7 @@
-/* gen.h: the fields of a parsed case, shared by the parser (case.c, case_random.c) and the
- * generator (gen.c). Not the public contract: everything else goes through case.h.
+/* gen.h: the generator's interface beyond case.h (a case's batch together with its backward's
+ * inputs), then the fields of a parsed case, shared by the parser (case.c, case_random.c) and the
+ * generator (gen.c). Not the case language's contract (case.h); code outside those three files
+ * uses the first part only and reaches a case's fields through case.h.
  *
  * Invariant: a tbe_case built by case_parse is normalised, so two cases that format to the same
  * text have equal fields: T, R and num_tables are resolved; map always holds T entries; a list of
@@ -13,7 +15,25 @@
 
 #include <stdint.h>
 
+#include "backward.h"
 #include "case.h"
+#include "tbe.h"
+
+/* The backward's part of a case: its configuration and inputs. */
+typedef struct {
+  const ref_bwd_config *cfg; /* cfg->opt.kind != REF_OPT_NONE */
+  const void *grad_output;   /* [out_elems] in the output dtype */
+  const float *momentum;     /* [rows] (rowwise_adagrad), else NULL */
+  int gpu_long, gpu_no_bucket; /* how the GPU engine runs it: bwd.long, bwd.bucket=0 */
+} gen_bwd;
+
+/* Generates case c: the batch into *b (validated) and, when the case has an optimizer, its
+ * backward's inputs into *bwd (cfg, malloc'd grad_output and momentum); else bwd->cfg is NULL.
+ * On failure everything is freed. Release with gen_case_free. */
+tbe_status gen_case(const tbe_case *c, tbe_batch *b, gen_bwd *bwd);
+void gen_case_free(tbe_batch *b, gen_bwd *bwd);
+
+/* ---- the fields of a parsed case (case.c, case_random.c, gen.c only) ---- */
 
 typedef enum { CASE_FIXED, CASE_RANGE, CASE_LIST, CASE_NORMAL } case_spec_kind;
 

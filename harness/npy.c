@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c stores host bytes as the little-endian dtypes; port it before using a big-endian host"
@@ -324,12 +325,10 @@ tbe_status npy_parse(const void *buf, size_t len, npy_array *out)
     return tbe_error(TBE_EINVAL, "data", -1, "%s data: the shape promises %zu bytes, the file has %zu",
                      len - off < nbytes ? "truncated" : "trailing", nbytes, len - off);
   a.count = (int64_t)count;
-  if (nbytes) {
-    a.data = malloc(nbytes);
-    if (!a.data)
-      return tbe_error(TBE_ENOMEM, "data", -1, "cannot allocate %zu bytes", nbytes);
-    memcpy(a.data, (const unsigned char *)buf + off, nbytes);
-  }
+  a.data = malloc(nbytes ? nbytes : 1); /* never NULL: an empty array is still an array */
+  if (!a.data)
+    return tbe_error(TBE_ENOMEM, "data", -1, "cannot allocate %zu bytes", nbytes);
+  memcpy(a.data, (const unsigned char *)buf + off, nbytes);
   *out = a;
   return tbe_ok();
 }
@@ -339,15 +338,13 @@ tbe_status npy_read(const char *path, npy_array *out)
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
   if (!f)
-    return tbe_error(TBE_EIO, "npy", -1, "cannot open %s: %s", path, strerror(errno));
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0)
-    size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    int err = errno;
+    return tbe_error(TBE_EINVAL, "npy", -1, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > LONG_MAX) {
     fclose(f);
-    return tbe_error(TBE_EIO, "npy", -1, "cannot size %s: %s", path, strerror(err));
+    return tbe_error(TBE_EINVAL, "npy", -1, "%s is not a .npy file (not a regular file)", path);
   }
+  long size = (long)st.st_size;
   unsigned char *buf = malloc(size ? (size_t)size : 1);
   if (!buf) {
     fclose(f);

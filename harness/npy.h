@@ -28,7 +28,7 @@ typedef struct {
   int ndim;         /* 1 or 2 */
   int64_t shape[2]; /* shape[1] is 1 when ndim == 1 */
   int64_t count;    /* elements: shape[0] * shape[1] */
-  void *data;       /* count elements (NULL when count == 0) */
+  void *data;       /* count elements; never NULL, even when count == 0 */
 } npy_array;
 
 /* The dtype's descr string ('<f4'...) and element size in bytes. */
@@ -49,8 +49,9 @@ tbe_status npy_write(const char *path, npy_dtype dtype, int ndim, const int64_t 
  * Never reads outside buf[0..len). */
 tbe_status npy_parse(const void *buf, size_t len, npy_array *out);
 
-/* Reads and parses the file at path as npy_parse does. TBE_EIO if it cannot be read; errors
- * about the content carry the path in their message. */
+/* Reads and parses the file at path as npy_parse does. TBE_EINVAL if it cannot be opened or is
+ * not a regular file, TBE_EIO if reading it fails; errors about the content carry the path in
+ * their message. */
 tbe_status npy_read(const char *path, npy_array *out);
 
 void npy_free(npy_array *a);

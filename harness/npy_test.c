@@ -231,7 +231,11 @@ static void test_files(void)
   npy_array a;
   temp_path(path, sizeof path, "missing.npy");
   tbe_status s = npy_read(path, &a);
-  CHECK(s.code == TBE_EIO && strstr(s.message, path), "missing file: %d %s", s.code, s.message);
+  CHECK(s.code == TBE_EINVAL && strstr(s.message, path), "missing file: %d %s", s.code,
+        s.message);
+  s = npy_read("/", &a); /* a directory: its size is not a file's */
+  CHECK(s.code == TBE_EINVAL && strstr(s.message, "not a regular file"), "directory: %d %s",
+        s.code, s.message);
 
   temp_path(path, sizeof path, "garbage.npy");
   FILE *f = fopen(path, "wb");

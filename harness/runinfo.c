@@ -1,9 +1,11 @@
 /* runinfo.c: where a run ran, from git, gethostname, /proc/cpuinfo and the NVIDIA driver's
- * /proc file. Not a system inventory: only what the runs table records.
+ * /proc file, and the memory left, from /proc/meminfo and the cgroup. Not a system inventory:
+ * only what the runs table records and what the memory check of a case compares with.
  */
 #include "runinfo.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,4 +76,44 @@ void runinfo_collect(runinfo *r)
   runinfo_proc_field("/proc/cpuinfo", "model name", r->cpu, sizeof r->cpu);
   runinfo_proc_field("/proc/driver/nvidia/version", "NVRM version", line, sizeof line);
   runinfo_driver_version(line, r->driver, sizeof r->driver);
+}
+
+/* The first number in file (a whole-file integer such as cgroup's memory.max); -1 when the file
+ * is missing or holds no number ("max"). */
+static int64_t runinfo_file_number(const char *file)
+{
+  FILE *f = fopen(file, "r");
+  char line[64];
+  int got = f && fgets(line, sizeof line, f);
+  if (f)
+    fclose(f);
+  return got && isdigit((unsigned char)line[0]) ? strtoll(line, NULL, 10) : -1;
+}
+
+int64_t runinfo_memory_available(const char **source)
+{
+  char kb[64];
+  runinfo_proc_field("/proc/meminfo", "MemAvailable", kb, sizeof kb);
+  int64_t avail = isdigit((unsigned char)kb[0]) ? strtoll(kb, NULL, 10) * 1024 : -1;
+  *source = "MemAvailable";
+  static const struct {
+    const char *limit, *usage, *name;
+  } cgroups[] = {
+    {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "cgroup memory.max"},
+    {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+     "cgroup memory.limit_in_bytes"},
+  };
+  for (size_t i = 0; i < sizeof cgroups / sizeof cgroups[0]; i++) {
+    int64_t limit = runinfo_file_number(cgroups[i].limit);
+    int64_t used = runinfo_file_number(cgroups[i].usage);
+    if (limit < 0 || used < 0)
+      continue;
+    int64_t left = limit > used ? limit - used : 0;
+    if (avail < 0 || left < avail) {
+      avail = left;
+      *source = cgroups[i].name;
+    }
+    break;
+  }
+  return avail;
 }

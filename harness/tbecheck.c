@@ -2,7 +2,13 @@
  * replay, list, show, report, merge, import, export. Not library code: this is the one place
  * that prints and chooses exit codes; everything it does is a call into harness/.
  *
- * Exit codes: 0 all passed, 1 failures found, 2 bad usage or bad input, 3 I/O or internal error.
+ * Exit codes, one rule for every command: 0 all passed, 1 failures found, 2 bad usage or bad
+ * input (what the command was given is wrong, missing or not what it must be: options, cases,
+ * case files, .npy files, a database or a run or result that does not exist, a fault that
+ * lands nowhere, a case too big for this machine), 3 I/O or internal error while it worked
+ * (a write that failed, a full disk, out of memory). A command ends on the first exit code
+ * above 1; bad input is found before anything is written wherever it can be.
+ * To add a command: its usage text, a cmd_ function, and one line in `commands` (main).
  */
 #include <getopt.h>
 #include <signal.h>
@@ -12,10 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+
 #include "case.h"
 #include "db.h"
 #include "engine.h"
 #include "export.h"
+#include "footprint.h"
+#include "gen.h"
+#include "fuzz_campaign.h"
 #include "import.h"
 #include "progress.h"
 #include "runinfo.h"
@@ -39,6 +52,8 @@ static const char usage_text[] =
     "  export CASE|CASEFILE DIR   write a case's inputs and reference outputs as .npy files\n"
     "  merge OUT.db IN.db ...     fold databases (e.g. shards) into one\n"
     "  random N SEED              print N random valid cases\n"
+    "  --version                  version, commit, build type, CUDA on or off\n"
+    "  fuzz [--seconds S]         differential campaign over the edge space, failures shrunk\n"
     "\n"
     "A CASE is one line of key=value tokens (README.md), quoted as one argument; an argument\n"
     "without '=' is a case file (one case per line, '#' comments). The database is\n"
@@ -52,27 +67,34 @@ static const char usage_text[] =
     "environment: TBECHECK_PYTHON  the Python interpreter of the oracle engine\n"
     "\n"
     "exit codes: 0 all passed (skips do not fail), 1 failures found, 2 bad usage or bad\n"
-    "            input (cases, files, a database that is not tbecheck's), 3 I/O or internal\n"
-    "            error\n";
+    "            input (options, cases, files or databases that are missing or wrong, a run or\n"
+    "            result that does not exist, a case too big for this machine), 3 I/O or\n"
+    "            internal error while working (a failed write, a full disk)\n";
 
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
     "                    [--shard I/N] [--max-violations N] [--inject-fault ENGINE:OUTPUT]\n"
+    "                    [--max-memory SIZE]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
-    "engine pair and path. All cases are parsed before anything runs.\n"
+    "engine pair and path, and a warning for each engine that could not run here. All cases\n"
+    "are parsed, and their memory estimated, before anything runs.\n"
     "  --db PATH              results database (default ./" DEFAULT_DB ")\n"
     "  --engines LIST         comma-separated, from ref,gpu,oracle (default all; ref always)\n"
     "  --repeat N             run each case N times (flaky outputs show in flaky.sql)\n"
     "  --shard I/N            run only cases I, I+N, I+2N, ... (1-based) of the list\n"
     "  --max-violations N     violations stored per result (default 10)\n"
     "  --inject-fault E:O[@I] test the tester: move element I (default 0) of engine E's\n"
-    "                         output O by one ulp (integers: by one); the run must then fail\n"
+    "                         output O by one ulp (integers: by one); the run must then fail.\n"
+    "                         The run is marked injected (kept out of drift, flaky, worst);\n"
+    "                         a fault that lands in no case is bad usage (exit 2)\n"
+    "  --max-memory SIZE      memory a case may need (bytes, or with K, M, G, T); default:\n"
+    "                         what this machine has available (MemAvailable, cgroup limit)\n"
     "Exit 0 all passed, 1 failures, 2 bad input, 3 I/O error (the run stays incomplete).\n";
 
 static const char replay_usage[] =
     "usage: tbecheck replay ID|CASE [--db PATH] [--engines LIST] [--max-violations N]\n"
-    "                       [--inject-fault ENGINE:OUTPUT]\n"
+    "                       [--inject-fault ENGINE:OUTPUT] [--max-memory SIZE]\n"
     "Reruns one case (a case text, or the id or hash of a case in the database) and prints every\n"
     "comparison in detail with its first violations at their coordinates: (t, b, d) for pooled\n"
     "outputs, (p, d) for pooling NONE, p for indices, bag for offsets. Stores nothing.\n"
@@ -81,7 +103,7 @@ static const char replay_usage[] =
 static const char list_usage[] =
     "usage: tbecheck list [--failed] [--run N] [--db PATH]\n"
     "Lists the results of run N (default: the last run), or only its failures and errors\n"
-    "(reports/queries/failures.sql).\n";
+    "(reports/queries/failures.sql). A run the database does not hold is bad input (exit 2).\n";
 
 static const char show_usage[] =
     "usage: tbecheck show RESULT_ID [--db PATH]\n"
@@ -101,19 +123,23 @@ static const char import_usage[] =
     "Runs a captured batch given as .npy files in DIR (harness/import.h: weights, E, D,\n"
     "indices and offsets required; table_offset, feature_table_map, B_vbe, per_sample_weights\n"
     "optional) through the engines and stores it as a run of one case, named by a digest of the\n"
-    "files. Defaults: --pool sum --out fp32 --bounds warning.\n";
+    "files. Defaults: --pool sum --out fp32 --bounds warning. README.md lists the files.\n";
 
 static const char export_usage[] =
-    "usage: tbecheck export CASE|CASEFILE DIR\n"
+    "usage: tbecheck export CASE|CASEFILE DIR [--force] [--max-memory SIZE]\n"
     "Writes a case's inputs and the reference's results as .npy files and manifest.json into\n"
-    "DIR (a case file: one case per DIR/NNNN), for the NumPy oracle or another system.\n";
+    "DIR (a case file: one case per DIR/NNNN), for the NumPy oracle or another system. Every\n"
+    "case is parsed and its memory estimated before anything is written. DIR must be empty or\n"
+    "new; --force first removes an earlier export there (its .npy files, manifest.json and\n"
+    "NNNN directories) and refuses a directory that holds anything else.\n";
 
 static const char merge_usage[] =
     "usage: tbecheck merge OUT.db IN.db ...\n"
     "Copies into OUT.db (created if missing) every run of each IN.db that it does not hold yet,\n"
     "with its results; merging the same file twice adds nothing.\n";
 
-static const char random_usage[] = "usage: tbecheck random N SEED   (non-negative integers)\n";
+static const char random_usage[] =
+    "usage: tbecheck random N SEED   (integers 0 .. 2^63-1)\n";
 
 /* ---- small helpers ---- */
 
@@ -143,17 +169,52 @@ static int usage_error(const char *usage)
   return EXIT_USAGE;
 }
 
-/* Parses a decimal integer in [lo, hi]; 0 on success. */
+/* Parses a decimal integer in [lo, hi] (no sign, no blanks, nothing past the range of long
+ * long); 0 on success. */
 static int parse_int(const char *s, long long lo, long long hi, long long *v)
 {
   char *end;
-  if (!*s)
+  if (!*s || strspn(s, "0123456789") != strlen(s))
     return -1;
+  errno = 0;
   long long x = strtoll(s, &end, 10);
-  if (*end || x < lo || x > hi)
+  if (errno == ERANGE || *end || x < lo || x > hi)
     return -1;
   *v = x;
   return 0;
+}
+
+/* Parses a byte count: digits, optionally followed by K, M, G or T (powers of 1024). */
+static int parse_size(const char *s, long long *v)
+{
+  static const char units[] = "KMGT";
+  size_t n = strlen(s);
+  const char *u = n ? strchr(units, s[n - 1]) : NULL;
+  char digits[32];
+  if (n == 0 || n - (u != NULL) >= sizeof digits)
+    return -1;
+  memcpy(digits, s, n - (u != NULL));
+  digits[n - (u != NULL)] = '\0';
+  long long x;
+  int shift = u ? 10 * (int)(u - units + 1) : 0;
+  if (parse_int(digits, 1, INT64_MAX >> shift, &x))
+    return -1;
+  *v = x << shift;
+  return 0;
+}
+
+/* A byte count for people: "38.4 GB" (powers of 1000, as free and top print them). */
+static const char *human_bytes(int64_t n, char buf[32])
+{
+  static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+  double x = (double)n;
+  int u = 0;
+  while (x >= 1000 && u < 6) {
+    x /= 1000;
+    u++;
+  }
+  snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", x, units[u]);
+  return buf;
 }
 
 static int is_case_text(const char *arg) { return strchr(arg, '=') != NULL; }
@@ -239,11 +300,13 @@ typedef struct {
   long long run;              /* --run, or -1 */
   int failed_only;
   import_options imp;
+  int force;                  /* export --force */
+  long long max_memory;       /* --max-memory, or 0: what the machine has available */
 } cli_options;
 
 enum {
   OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
-  OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_HELP
+  OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_HELP
 };
 
 static const struct option all_options[] = {
@@ -258,6 +321,8 @@ static const struct option all_options[] = {
   {"pool", required_argument, 0, OPT_POOL},
   {"out", required_argument, 0, OPT_OUT},
   {"bounds", required_argument, 0, OPT_BOUNDS},
+  {"force", no_argument, 0, OPT_FORCE},
+  {"max-memory", required_argument, 0, OPT_MAXMEM},
   {"help", no_argument, 0, OPT_HELP},
   {0, 0, 0, 0},
 };
@@ -288,8 +353,8 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
   static const char *const modes[] = {"fatal", "warning", "ignore", "none"};
   optind = 1;
   opterr = 0;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":", all_options, NULL)) != -1) {
+  int ch, which = -1;
+  while ((ch = getopt_long(argc, argv, ":", all_options, &which)) != -1) {
     int ok = 0;
     for (const int *a = allowed; *a; a++)
       ok |= *a == ch;
@@ -329,6 +394,8 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
     }
     case OPT_RUN: bad = parse_int(optarg, 1, INT64_MAX, &o->run); break;
     case OPT_FAILED: o->failed_only = 1; break;
+    case OPT_FORCE: o->force = 1; break;
+    case OPT_MAXMEM: bad = parse_size(optarg, &o->max_memory); break;
     case OPT_POOL:
       bad = (k = pick(optarg, pools, 3)) < 0;
       o->imp.pool = (tbe_pool)(bad ? 0 : k);
@@ -343,7 +410,7 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
       break;
     }
     if (bad) {
-      say_error("bad value '%s' for %s", optarg, argv[optind - 1]);
+      say_error("bad value '%s' for --%s", optarg, all_options[which].name);
       return usage_error(usage);
     }
   }
@@ -353,37 +420,107 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
   return -1;
 }
 
+/* ---- engines, the fault and the memory check: shared by run, import, replay, export ---- */
+
+/* Opens the engines and prints what cannot run here, once. A fault (--inject-fault) aimed at an
+ * engine that does not run is bad usage: it would land nowhere. Returns -1 or an exit code;
+ * *x must be closed either way. */
+static int open_engines(const cli_options *o, eng_ctx **x)
+{
+  tbe_status st = eng_open(&o->eng, x);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  for (int e = 0; e < ENG_COUNT; e++) {
+    const char *why = eng_unavailable(*x, (eng_id)e);
+    if ((o->eng.engines & (1u << e)) && why)
+      printf("engine %s: skip (%s)\n", eng_name((eng_id)e), why);
+  }
+  fflush(stdout);
+  const eng_options *f = &o->eng;
+  const char *why = f->fault_output[0] ? eng_unavailable(*x, f->fault_engine) : NULL;
+  if (!why)
+    return -1;
+  if (o->eng.engines & (1u << f->fault_engine))
+    say_error("--inject-fault %s:%s lands nowhere: engine %s does not run here (%s)",
+              eng_name(f->fault_engine), f->fault_output, eng_name(f->fault_engine), why);
+  else
+    say_error("--inject-fault %s:%s lands nowhere: engine %s is not among --engines",
+              eng_name(f->fault_engine), f->fault_output, eng_name(f->fault_engine));
+  return EXIT_USAGE;
+}
+
+/* Where the fault of a run landed, over its cases. */
+typedef struct {
+  int landed;
+  int64_t most; /* the longest that output was in a case (0 or less: never produced) */
+} fault_seen;
+
+static void fault_note(fault_seen *f, const eng_case_result *r)
+{
+  f->landed |= r->fault_landed;
+  if (r->fault_elements > f->most)
+    f->most = r->fault_elements;
+}
+
+/* Exit 2 when o asked for a fault and it landed in no case (it would have tested nothing). */
+static int fault_check(const cli_options *o, const fault_seen *f)
+{
+  const eng_options *e = &o->eng;
+  if (!e->fault_output[0] || f->landed)
+    return -1;
+  if (f->most <= 0)
+    say_error("--inject-fault %s:%s@%lld landed nowhere: %s produced no '%s' in any case",
+              eng_name(e->fault_engine), e->fault_output, (long long)e->fault_index,
+              eng_name(e->fault_engine), e->fault_output);
+  else
+    say_error("--inject-fault %s:%s@%lld landed nowhere: '%s' of %s has at most %lld elements "
+              "here (@0..@%lld)", eng_name(e->fault_engine), e->fault_output,
+              (long long)e->fault_index, e->fault_output, eng_name(e->fault_engine),
+              (long long)f->most, (long long)f->most - 1);
+  return EXIT_USAGE;
+}
+
+/* Refuses (exit 2) a case whose estimated memory (footprint.h) is more than this machine has
+ * for it: MemAvailable or the cgroup's limit, or --max-memory. The kernel would kill it. */
+static int check_memory(const tbe_case *c, const char *canon, const cli_options *o)
+{
+  footprint f;
+  footprint_case(c, (o->eng.engines >> ENG_GPU) & 1u, &f);
+  const char *source = "--max-memory";
+  int64_t avail = o->max_memory ? o->max_memory : runinfo_memory_available(&source);
+  if (avail < 0 || f.host <= avail)
+    return -1;
+  char need[32], have[32];
+  say_error("case '%.200s' needs about %s of host memory (estimated from its shape), more than "
+            "the %s available (%s); run a smaller case, or set the limit with --max-memory SIZE",
+            canon, human_bytes(f.host, need), human_bytes(avail, have), source);
+  return EXIT_USAGE;
+}
+
 /* ---- a run session: database, engines, progress, shared by run and import ---- */
 
 typedef struct {
+  const cli_options *o;
   db *d;
   eng_ctx *x;
   int64_t run;
   int live;        /* stdout is a terminal: one progress line, redrawn */
   progress prog;
-  int failed_cases;
+  int64_t failed;  /* case runs with a failure or an error */
+  fault_seen fault;
 } session;
-
-/* Prints what cannot run here, once. */
-static void session_announce(const session *s, unsigned engines)
-{
-  for (int e = 0; e < ENG_COUNT; e++) {
-    const char *why = eng_unavailable(s->x, (eng_id)e);
-    if ((engines & (1u << e)) && why)
-      printf("engine %s: skip (%s)\n", eng_name((eng_id)e), why);
-  }
-  fflush(stdout);
-}
 
 static int session_open(session *s, const cli_options *o, int argc, char **argv, int64_t total)
 {
   memset(s, 0, sizeof *s);
+  s->o = o;
+  s->fault.most = -1;
+  int rc = open_engines(o, &s->x);
+  if (rc >= 0)
+    return rc;
   tbe_status st = db_open(o->db_path, DB_WRITE, &s->d);
-  if (st.code == TBE_OK)
-    st = eng_open(&o->eng, &s->x);
   if (st.code != TBE_OK)
     return fail_with(st);
-  session_announce(s, o->eng.engines);
   runinfo ri;
   runinfo_collect(&ri);
   char engines[64], shard[48];
@@ -403,6 +540,7 @@ static int session_open(session *s, const cli_options *o, int argc, char **argv,
     .engines = engines,
     .shard = o->shard_n ? shard : NULL,
     .repeats = o->repeat,
+    .injected = o->eng.fault_output[0] != '\0',
   };
   st = db_run_begin(s->d, &info, &s->run);
   free(args);
@@ -438,7 +576,8 @@ static int session_case(session *s, const char *canon, int repeat, const eng_cas
   }
   int failed = eng_case_failed(r);
   progress_step(&s->prog, failed);
-  s->failed_cases += failed;
+  s->failed += failed;
+  fault_note(&s->fault, r);
   if (s->live && !failed) {
     session_redraw(s);
     return -1;
@@ -459,8 +598,9 @@ static int session_case(session *s, const char *canon, int repeat, const eng_cas
   return -1;
 }
 
-/* Ends the run: marks it complete, prints the summary. Returns the exit code. */
-static int session_close(session *s, const char *db_path)
+/* Ends the run of `cases` cases, each `repeats` times: marks it complete, prints the summary
+ * and a warning for what did not run. Returns the exit code. */
+static int session_close(session *s, int64_t cases, int repeats)
 {
   if (s->live)
     printf("\r\033[K");
@@ -471,11 +611,28 @@ static int session_close(session *s, const char *db_path)
     st = db_query(s->d, "summary", &p, 1, &t);
   if (st.code != TBE_OK)
     return fail_with(st);
-  printf("\nrun %lld: %lld cases, %d failed; results in %s\n\n", (long long)s->run,
-         (long long)s->prog.done, s->failed_cases, db_path);
+  char count[96];
+  if (repeats > 1)
+    snprintf(count, sizeof count, "%lld case%s x %d repeats = %lld case runs", (long long)cases,
+             cases == 1 ? "" : "s", repeats, (long long)s->prog.done);
+  else
+    snprintf(count, sizeof count, "%lld case%s", (long long)cases, cases == 1 ? "" : "s");
+  printf("\nrun %lld: %s, %lld failed; results in %s\n\n", (long long)s->run, count,
+         (long long)s->failed, s->o->db_path);
   print_table(&t, 0);
   db_table_free(&t);
-  return s->failed_cases ? EXIT_FAILURES : EXIT_PASS;
+  if (cases == 0)
+    printf("warning: no case ran (the case files hold none%s)\n",
+           s->o->shard_n ? ", or this shard got none" : "");
+  for (int e = 0; e < ENG_COUNT; e++) {
+    const char *why = eng_unavailable(s->x, (eng_id)e);
+    if ((s->o->eng.engines & (1u << e)) && why)
+      printf("warning: engine %s did not run (%s): nothing was held to it, and its skips are "
+             "not passes\n", eng_name((eng_id)e), why);
+  }
+  fflush(stdout);
+  int rc = fault_check(s->o, &s->fault);
+  return rc >= 0 ? rc : s->failed ? EXIT_FAILURES : EXIT_PASS;
 }
 
 static void session_free(session *s)
@@ -530,10 +687,8 @@ static int collect_cases(int argc, char **argv, parsed_case **v, int64_t *n)
     }
     case_list cl;
     tbe_status st = case_file_read(argv[a], &cl);
-    if (st.code != TBE_OK) {
-      say_error("%s", st.message);
-      return st.code == TBE_EIO || st.code == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
-    }
+    if (st.code != TBE_OK)
+      return fail_with(st);
     int rc = -1;
     for (int i = 0; rc < 0 && i < cl.count; i++) {
       char where[600];
@@ -558,8 +713,8 @@ static void free_cases(parsed_case *v, int64_t n)
 
 static int cmd_run(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT,
-                                0};
+  static const int allowed[] = {OPT_DB,    OPT_ENGINES, OPT_REPEAT, OPT_SHARD,
+                                OPT_MAXV,  OPT_FAULT,   OPT_MAXMEM, 0};
   cli_options o;
   int rc = parse_options(argc, argv, run_usage, allowed, &o);
   if (rc >= 0)
@@ -583,8 +738,11 @@ static int cmd_run(int argc, char **argv)
       all[mine++] = p;
     }
   }
-  session s;
-  rc = session_open(&s, &o, argc, argv, mine * o.repeat);
+  for (int64_t i = 0; rc < 0 && i < mine; i++)
+    rc = check_memory(all[i].c, all[i].canon, &o);
+  session s = {0};
+  if (rc < 0)
+    rc = session_open(&s, &o, argc, argv, mine * o.repeat);
   for (int64_t i = 0; rc < 0 && i < mine; i++)
     for (int k = 0; rc < 0 && k < o.repeat; k++) {
       eng_case_result r;
@@ -593,7 +751,7 @@ static int cmd_run(int argc, char **argv)
       eng_case_result_free(&r);
     }
   if (rc < 0)
-    rc = session_close(&s, o.db_path);
+    rc = session_close(&s, mine, o.repeat);
   session_free(&s);
   free_cases(all, n);
   return rc;
@@ -626,7 +784,7 @@ static int cmd_import(int argc, char **argv)
     eng_case_result_free(&r);
   }
   if (rc < 0)
-    rc = session_close(&s, o.db_path);
+    rc = session_close(&s, 1, 1);
   session_free(&s);
   tbe_batch_free(&b);
   return rc;
@@ -664,7 +822,7 @@ static void print_check(const eng_check *c)
 
 static int cmd_replay(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_MAXV, OPT_FAULT, 0};
+  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_MAXV, OPT_FAULT, OPT_MAXMEM, 0};
   cli_options o;
   int rc = parse_options(argc, argv, replay_usage, allowed, &o);
   if (rc >= 0)
@@ -695,22 +853,28 @@ static int cmd_replay(int argc, char **argv)
   free(text);
   if (rc >= 0)
     return rc;
-  eng_ctx *x;
-  tbe_status st = eng_open(&o.eng, &x);
+  eng_ctx *x = NULL;
+  rc = check_memory(pc[0].c, pc[0].canon, &o);
+  if (rc < 0)
+    rc = open_engines(&o, &x);
   eng_case_result r;
-  if (st.code == TBE_OK) {
+  tbe_status st = tbe_ok();
+  if (rc < 0) {
     char hash[17];
     db_case_hash(pc[0].canon, hash);
     printf("case %s  %s\n\n", hash, pc[0].canon);
     st = eng_run_case(x, pc[0].c, pc[0].canon, &r);
+    rc = st.code == TBE_OK ? -1 : fail_with(st);
   }
-  if (st.code == TBE_OK) {
+  if (rc < 0) {
     for (int i = 0; i < r.n_checks; i++)
       print_check(&r.checks[i]);
-    rc = eng_case_failed(&r) ? EXIT_FAILURES : EXIT_PASS;
+    fault_seen f = {0, -1};
+    fault_note(&f, &r);
+    rc = fault_check(&o, &f);
+    if (rc < 0)
+      rc = eng_case_failed(&r) ? EXIT_FAILURES : EXIT_PASS;
     eng_case_result_free(&r);
-  } else {
-    rc = fail_with(st);
   }
   eng_close(x);
   free_cases(pc, n);
@@ -719,17 +883,20 @@ static int cmd_replay(int argc, char **argv)
 
 /* ---- list, show, report: reading the database ---- */
 
-/* Opens the database for reading and runs one query with the given parameters. */
-static int read_query(const char *path, const char *query, const db_param *p, int np,
-                      db_table *t)
+/* The record of run `run` (-1: the last run) from run.sql into *info, and its id into *id;
+ * TBE_EINVAL when the database holds no such run. */
+static tbe_status find_run(db *d, const char *path, long long run, db_table *info, int64_t *id)
 {
-  db *d;
-  tbe_status st = db_open(path, DB_READ, &d);
-  if (st.code == TBE_OK) {
-    st = db_query(d, query, p, np, t);
-    db_close(d);
+  db_param p = {":run", NULL, run};
+  tbe_status st = db_query(d, "run", &p, run > 0, info);
+  if (st.code == TBE_OK && info->nrows == 0) {
+    db_table_free(info);
+    return run > 0 ? tbe_error(TBE_EINVAL, "run", -1, "%s has no run %lld", path, run)
+                   : tbe_error(TBE_EINVAL, "run", -1, "%s has no run yet", path);
   }
-  return st.code == TBE_OK ? -1 : fail_with(st);
+  if (st.code == TBE_OK)
+    *id = strtoll(info->cells[0], NULL, 10);
+  return st;
 }
 
 static int cmd_list(int argc, char **argv)
@@ -741,11 +908,20 @@ static int cmd_list(int argc, char **argv)
     return rc;
   if (optind != argc)
     return usage_error(list_usage);
-  db_param p[2] = {{":all", NULL, !o.failed_only}, {":run", NULL, o.run}};
-  db_table t;
-  rc = read_query(o.db_path, "failures", p, o.run > 0 ? 2 : 1, &t);
-  if (rc >= 0)
-    return rc;
+  db *d;
+  db_table info, t;
+  int64_t run = 0;
+  tbe_status st = db_open(o.db_path, DB_READ, &d);
+  if (st.code == TBE_OK)
+    st = find_run(d, o.db_path, o.run, &info, &run);
+  if (st.code == TBE_OK) {
+    db_table_free(&info);
+    db_param p[2] = {{":all", NULL, !o.failed_only}, {":run", NULL, run}};
+    st = db_query(d, "failures", p, 2, &t);
+  }
+  db_close(d);
+  if (st.code != TBE_OK)
+    return fail_with(st);
   print_table(&t, 48);
   printf("(%d result%s)\n", t.nrows, t.nrows == 1 ? "" : "s");
   db_table_free(&t);
@@ -760,8 +936,12 @@ static int cmd_show(int argc, char **argv)
   if (rc >= 0)
     return rc;
   long long id;
-  if (argc - optind != 1 || parse_int(argv[optind], 1, INT64_MAX, &id))
+  if (argc - optind != 1)
     return usage_error(show_usage);
+  if (parse_int(argv[optind], 1, INT64_MAX, &id)) {
+    say_error("bad result id '%s': expected an integer 1 .. 2^63-1", argv[optind]);
+    return usage_error(show_usage);
+  }
   db *d;
   db_table r, v;
   db_param p = {":id", NULL, id};
@@ -826,20 +1006,14 @@ static int cmd_report(int argc, char **argv)
     return rc;
   if (optind != argc)
     return usage_error(report_usage);
-  db_param p = {":run", NULL, o.run};
-  int np = o.run > 0;
   db *d;
   db_table info, sum, drift;
+  int64_t run = 0;
   tbe_status st = db_open(o.db_path, DB_READ, &d);
   if (st.code == TBE_OK)
-    st = db_query(d, "run", &p, np, &info);
-  if (st.code == TBE_OK && info.nrows == 0) {
-    st = tbe_error(TBE_EINVAL, "run", -1, "%s has no run %s", o.db_path,
-                   np ? "so numbered" : "yet");
-    db_table_free(&info);
-  }
+    st = find_run(d, o.db_path, o.run, &info, &run);
   if (st.code == TBE_OK) {
-    p = (db_param){":run", NULL, strtoll(info.cells[0], NULL, 10)};
+    db_param p = {":run", NULL, run};
     st = db_query(d, "summary", &p, 1, &sum);
     if (st.code == TBE_OK) {
       st = db_query(d, "drift", &p, 1, &drift);
@@ -885,22 +1059,116 @@ static int cmd_merge(int argc, char **argv)
   return st.code == TBE_OK ? EXIT_PASS : fail_with(st);
 }
 
+/* 1 if name is what an export writes into a directory: *.npy or manifest.json. */
+static int export_file_name(const char *name)
+{
+  size_t n = strlen(name);
+  return !strcmp(name, "manifest.json") || (n > 4 && !strcmp(name + n - 4, ".npy"));
+}
+
+/* Removes the export files in dir (all of them, only if every entry is one; a subdirectory
+ * counts when `nested` and it is named NNNN and holds only export files itself), or with
+ * dry_run only checks. Returns -1, or an exit code after naming what is in the way. */
+static int clear_export(const char *dir, int nested, int dry_run)
+{
+  DIR *d = opendir(dir);
+  if (!d) {
+    say_error("cannot read directory %s: %s", dir, strerror(errno));
+    return EXIT_USAGE;
+  }
+  int rc = -1;
+  struct dirent *e;
+  while (rc < 0 && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    int is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    int numbered = strlen(e->d_name) == 4 && strspn(e->d_name, "0123456789") == 4;
+    if (is_dir && nested && numbered)
+      rc = clear_export(path, 0, dry_run);
+    else if (is_dir || !S_ISREG(st.st_mode) || !export_file_name(e->d_name)) {
+      say_error("%s is not from an earlier export; --force replaces only an export's files "
+                "(*.npy, manifest.json, NNNN/): choose another directory", path);
+      rc = EXIT_USAGE;
+    }
+    if (rc < 0 && !dry_run && (is_dir ? rmdir(path) : unlink(path)) != 0) {
+      say_error("cannot remove %s: %s", path, strerror(errno));
+      rc = EXIT_INTERNAL;
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+/* An export writes only into a new or empty directory, or with --force over an earlier export
+ * (which it removes first, so no file of it is left beside the new one). */
+static int prepare_export_dir(const char *dir, int force)
+{
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return -1; /* export creates it */
+  if (!S_ISDIR(st.st_mode)) {
+    say_error("%s exists and is not a directory", dir);
+    return EXIT_USAGE;
+  }
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int empty = 1;
+  while (d && empty && (e = readdir(d)))
+    empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+  if (d)
+    closedir(d);
+  if (empty)
+    return -1;
+  if (!force) {
+    say_error("%s is not empty: export writes into a new or empty directory (--force replaces "
+              "an earlier export there)", dir);
+    return EXIT_USAGE;
+  }
+  int rc = clear_export(dir, 1, 1);
+  return rc >= 0 ? rc : clear_export(dir, 1, 0);
+}
+
 static int cmd_export(int argc, char **argv)
 {
-  static const int allowed[] = {0};
+  static const int allowed[] = {OPT_FORCE, OPT_MAXMEM, 0};
   cli_options o;
   int rc = parse_options(argc, argv, export_usage, allowed, &o);
   if (rc >= 0)
     return rc;
   if (argc - optind != 2)
     return usage_error(export_usage);
-  const char *what = argv[optind], *dir = argv[optind + 1];
+  char *what = argv[optind], *dir = argv[optind + 1];
+  parsed_case *all = NULL;
+  int64_t n = 0;
+  rc = collect_cases(1, &what, &all, &n);
+  o.eng.engines = 1u << ENG_REF;
+  for (int64_t i = 0; rc < 0 && i < n; i++) /* every case must generate before one is written */
+    rc = check_memory(all[i].c, all[i].canon, &o);
+  for (int64_t i = 0; rc < 0 && i < n; i++) {
+    tbe_batch b;
+    gen_bwd bwd;
+    tbe_status st = gen_case(all[i].c, &b, &bwd);
+    if (st.code == TBE_OK)
+      gen_case_free(&b, &bwd);
+    else {
+      say_error("case '%.200s' cannot be generated: %s", all[i].canon, st.message);
+      rc = st.code == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+    }
+  }
+  if (rc < 0)
+    rc = prepare_export_dir(dir, o.force);
   int count = 1;
-  tbe_status st = is_case_text(what) ? export_case(what, dir) : export_file(what, dir, &count);
-  if (st.code != TBE_OK)
-    return fail_with(st);
-  fprintf(stderr, "exported %d case(s) to %s\n", count, dir);
-  return EXIT_PASS;
+  if (rc < 0) {
+    tbe_status st = is_case_text(what) ? export_case(what, dir) : export_file(what, dir, &count);
+    rc = st.code == TBE_OK ? EXIT_PASS : fail_with(st);
+  }
+  free_cases(all, n);
+  if (rc == EXIT_PASS)
+    fprintf(stderr, "exported %d case(s) to %s\n", count, dir);
+  return rc;
 }
 
 static int cmd_random(int argc, char **argv)
@@ -910,15 +1178,40 @@ static int cmd_random(int argc, char **argv)
   int rc = parse_options(argc, argv, random_usage, allowed, &o);
   if (rc >= 0)
     return rc;
-  long long n, seed;
-  if (argc - optind != 2 || parse_int(argv[optind], 0, INT64_MAX, &n) ||
-      parse_int(argv[optind + 1], 0, INT64_MAX, &seed))
+  long long v[2];
+  if (argc - optind != 2)
     return usage_error(random_usage);
+  for (int i = 0; i < 2; i++)
+    if (parse_int(argv[optind + i], 0, INT64_MAX, &v[i])) {
+      say_error("bad %s '%s': expected an integer 0 .. 2^63-1", i ? "SEED" : "N",
+                argv[optind + i]);
+      return usage_error(random_usage);
+    }
+  long long n = v[0], seed = v[1];
   char buf[4096];
   for (long long i = 0; i < n; i++) {
     case_random((uint64_t)seed, (uint64_t)i, buf, sizeof buf);
     puts(buf);
   }
+  return EXIT_PASS;
+}
+
+/* tbecheck --version: the version, the commit of the source tree it was built from (read now,
+ * as a run records it), the build type, and whether CUDA was built in. */
+static int print_version(void)
+{
+  runinfo ri;
+  runinfo_collect(&ri);
+  printf("tbecheck %s\n", TBE_VERSION);
+  if (ri.git_commit[0])
+    printf("commit   %s%s\n", ri.git_commit, ri.dirty == 1 ? " (dirty tree)" : "");
+  else
+    printf("commit   unknown (%s is not a git checkout)\n", TBE_SOURCE_DIR);
+  printf("build    %s\n", TBE_BUILD_TYPE[0] ? TBE_BUILD_TYPE : "(no CMAKE_BUILD_TYPE)");
+  if (TBE_CUDA_VERSION[0])
+    printf("CUDA     on (toolkit %s)\n", TBE_CUDA_VERSION);
+  else
+    printf("CUDA     off (built without a CUDA compiler: the gpu engine skips)\n");
   return EXIT_PASS;
 }
 
@@ -929,10 +1222,17 @@ int main(int argc, char **argv)
   static const struct {
     const char *name;
     int (*fn)(int, char **);
-  } commands[] = {
-    {"run", cmd_run},       {"replay", cmd_replay}, {"list", cmd_list},
-    {"show", cmd_show},     {"report", cmd_report}, {"import", cmd_import},
-    {"export", cmd_export}, {"merge", cmd_merge},   {"random", cmd_random},
+  } commands[] = { /* one line per command */
+    {"run", cmd_run},
+    {"replay", cmd_replay},
+    {"list", cmd_list},
+    {"show", cmd_show},
+    {"report", cmd_report},
+    {"import", cmd_import},
+    {"export", cmd_export},
+    {"merge", cmd_merge},
+    {"random", cmd_random},
+    {"fuzz", fuzz_command},
   };
   if (argc < 2)
     return usage_error(usage_text);
@@ -941,6 +1241,8 @@ int main(int argc, char **argv)
     fputs(usage_text, stdout);
     return EXIT_PASS;
   }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
+    return print_version();
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(cmd, commands[i].name)) {
       command_name = cmd;

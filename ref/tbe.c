@@ -156,7 +156,7 @@ tbe_status tbe_batch_validate(const tbe_batch *b)
     return tbe_error(TBE_EINVAL, b->offsets ? "indices" : "offsets", -1, "must be given");
   if (b->pool == TBE_POOL_MEAN && b->per_sample_weights)
     return tbe_error(TBE_EINVAL, "per_sample_weights", -1,
-                     "MEAN pooling with per-sample weights is rejected (TBE_SEMANTICS.md 3)");
+                     "MEAN pooling with per-sample weights is rejected (ref/SEMANTICS.md 3)");
   if (b->pool == TBE_POOL_NONE) {
     if (b->R)
       return tbe_error(TBE_EINVAL, "pool", -1, "pooling NONE does not support VBE");

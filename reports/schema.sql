@@ -6,7 +6,8 @@
 -- whose version is newer than the tool's, or that is not a tbecheck database, is refused and left
 -- unchanged. Writers use WAL and one transaction per case, so a killed run keeps every case it
 -- committed and shows as incomplete (runs.complete = 0, runs.ended NULL).
--- Any change to a table below raises schema_version (db.h: DB_SCHEMA_VERSION).
+-- Any change to a table below raises schema_version (db.h: DB_SCHEMA_VERSION) and adds its step
+-- to upgrade.sql; the views live in views.sql, which every creation and upgrade (re)runs.
 
 PRAGMA application_id = 1413629251;
 
@@ -41,6 +42,11 @@ CREATE TABLE runs (
   started      TEXT NOT NULL,                     -- UTC, ISO 8601 with milliseconds
   ended        TEXT,                              -- NULL while running, or if it was killed
   complete     INTEGER NOT NULL DEFAULT 0 CHECK (complete IN (0, 1)), -- 1: every case ran
+  injected     INTEGER NOT NULL DEFAULT 0 CHECK (injected IN (0, 1)), -- 1: run with
+                                                  -- --inject-fault (testing the tester): never
+                                                  -- the previous execution in drift, and left
+                                                  -- out of flaky.sql, worst.sql, case_drift.sql
+                                                  -- unless :injected = 1
   CHECK (complete = 0 OR ended IS NOT NULL)
 );
 
@@ -118,39 +124,5 @@ CREATE TABLE perf (
 );
 CREATE INDEX perf_run ON perf (run);
 
--- The run started last: the queries' default when :run is not set.
-CREATE VIEW last_run AS SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1;
-
--- Every result with its case and run, and what changed since the previous execution of the same
--- (case, engine, baseline, output): the same run's previous repeat, or else the last repeat of
--- the latest earlier-started run. change = 'new' (none before), 'status', 'bits' (digest),
--- 'metrics' (ulp or ratio), 'same'.
-CREATE VIEW result_history AS
-SELECT *,
-       CASE
-         WHEN prev_id IS NULL THEN 'new'
-         WHEN status <> prev_status THEN 'status'
-         WHEN digest IS NOT prev_digest THEN 'bits'
-         WHEN max_ulp IS NOT prev_max_ulp
-           OR worst_bound_ratio IS NOT prev_worst_bound_ratio THEN 'metrics'
-         ELSE 'same'
-       END AS change
-FROM (
-  SELECT r.*, c.canonical, c.hash, ru.git_commit, ru.dirty, ru.started,
-         r.engine || ':' || r.baseline AS pair,
-         lag(r.id) OVER w AS prev_id,
-         lag(r.run) OVER w AS prev_run,
-         lag(ru.git_commit) OVER w AS prev_commit,
-         lag(r.status) OVER w AS prev_status,
-         lag(r.digest) OVER w AS prev_digest,
-         lag(r.max_ulp) OVER w AS prev_max_ulp,
-         lag(r.worst_bound_ratio) OVER w AS prev_worst_bound_ratio
-  FROM results r
-  JOIN cases c ON c.id = r.case_id
-  JOIN runs ru ON ru.id = r.run
-  WINDOW w AS (PARTITION BY r.case_id, r.engine, r.baseline, r.output
-               ORDER BY ru.started, r.run, r.repeat)
-);
-
 INSERT INTO meta (one, schema_version, created)
-VALUES (1, 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+VALUES (1, 2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));

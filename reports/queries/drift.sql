@@ -1,7 +1,7 @@
 -- drift.sql: every result of one run beside the previous execution of the same case, engine
--- pair and output (an earlier repeat, or else the latest earlier run), and what changed
--- (result_history.change: new, status, bits, metrics, same). Not one case across commits
--- (case_drift.sql).
+-- pair and output (an earlier repeat, or else the latest earlier run not fault-injected), and
+-- what changed (result_history.change: new, status, bits, metrics, same). Not one case across
+-- commits (case_drift.sql).
 -- Parameter :run (default: the last run). `tbecheck report` prints the totals per change and the
 -- rows that changed.
 SELECT case_id, repeat, pair, path, output, change,

@@ -1,0 +1,451 @@
+/* backward.cu: the GPU backward + optimizer of TBE_SEMANTICS.md sections 4-5: its buffers, the
+ * run classification (short runs into next_pow2(D) buckets, long runs into chunk programs), the
+ * per-sample-weight gradients, and the order of launches. Twin of ref/backward.c; the kernels
+ * of the transpose, short and long paths are in transpose.cu, backward_short.cu, backward_long.cu.
+ *
+ * No host sync between the forward and the end of the optimizer: every size on the host is an
+ * upper bound known from the batch's shape (N lookups, rows, threshold, chunk); the kernels read
+ * the actual counts in device memory and loop over them.
+ * Accumulation order: psw_grad[p] is the 32-lane dot of the bag's G row with the row's weights
+ * before the update (ref/backward.c's psw_grads); row gradients and updates as the path files say.
+ */
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <cub/block/block_scan.cuh>
+
+#include "backward_impl.cuh"
+#include "cuda_check.h"
+#include "gpu_internal.h"
+
+namespace {
+
+const int CLS_BLOCK = 256;
+
+/* Runs of one block tile by kind: short per bucket, long, and the long runs' chunks. */
+struct cls_counts {
+  unsigned s[BWD_BUCKETS];
+  unsigned l, c;
+};
+struct cls_add {
+  __device__ cls_counts operator()(const cls_counts &a, const cls_counts &b) const
+  {
+    cls_counts r;
+#pragma unroll
+    for (int k = 0; k < BWD_BUCKETS; k++)
+      r.s[k] = a.s[k] + b.s[k];
+    r.l = a.l + b.l;
+    r.c = a.c + b.c;
+    return r;
+  }
+};
+
+__host__ __device__ __forceinline__ int bucket_of(int32_t D)
+{
+  int k = 0;
+  while ((1 << k) < D)
+    k++;
+  return k;
+}
+
+/* The table whose key range holds key: the last j with rows_cumsum[j] <= key. */
+__device__ __forceinline__ int32_t key_table(const dev_bwd &w, uint64_t key)
+{
+  int32_t lo = 0, hi = w.b.num_tables - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if ((uint64_t)w.rows_cumsum[mid] <= key)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Stream-compacts the runs into the short lists and the long list: an in-block prefix sum of
+ * the kinds, then one atomic per block and counter for the block's base. */
+__global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
+{
+  typedef cub::BlockScan<cls_counts, CLS_BLOCK> scan_t;
+  __shared__ typename scan_t::TempStorage tmp;
+  __shared__ cls_counts base;
+  const int64_t n = w.counts->num_runs;
+  const int wide = bucket_of(w.max_D);
+  for (int64_t t0 = (int64_t)blockIdx.x * CLS_BLOCK; t0 < n; t0 += (int64_t)gridDim.x * CLS_BLOCK) {
+    const int64_t r = t0 + threadIdx.x;
+    cls_counts mine = {};
+    int kind = 0, k = 0;
+    int32_t table = 0, chunks = 0;
+    if (r < n) {
+      const uint64_t key = bwd_key(w, r);
+      if (key != (uint64_t)w.sentinel) {
+        table = key_table(w, key);
+        const int32_t len = w.run_len[r];
+        if (len < w.threshold) {
+          k = w.bucket ? bucket_of(w.b.D[table]) : wide;
+          mine.s[k] = 1;
+          kind = 1;
+        } else {
+          chunks = (int32_t)((len + (int64_t)w.chunk - 1) / w.chunk);
+          mine.l = 1;
+          mine.c = (unsigned)chunks;
+          kind = 2;
+        }
+      }
+    }
+    cls_counts excl, total;
+    const cls_counts zero = {};
+    scan_t(tmp).ExclusiveScan(mine, excl, zero, cls_add(), total);
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < BWD_BUCKETS; b++)
+        base.s[b] = total.s[b] ? atomicAdd(&w.counts->shorts[b], total.s[b]) : 0;
+      base.l = total.l ? atomicAdd(&w.counts->longs, total.l) : 0;
+      base.c = total.c ? atomicAdd(&w.counts->chunks, total.c) : 0;
+    }
+    __syncthreads();
+    if (kind == 1)
+      w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = {(int32_t)r, table};
+    else if (kind == 2)
+      w.longs[base.l + excl.l] = {(int32_t)r, table, (int32_t)(base.c + excl.c), chunks};
+    __syncthreads();
+  }
+}
+
+/* psw_grad[p] for every position in a bag whose index is not -1 (one warp per position; the
+ * array is zeroed first). */
+__global__ void psw_kernel(dev_bwd w, const dev_bounds *state)
+{
+  const dev_batch &b = w.b;
+  if (state && (state->first_bad_bag != ~0ull || state->first_bad_index != ~0ull))
+    return;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
+  for (int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; p < b.N; p += warps) {
+    const int32_t bag = w.bag_of_pos[p];
+    const int64_t idx = ld_index(b.indices, b.itype, p);
+    if (bag < 0 || idx == -1)
+      continue;
+    const int32_t j = b.ftm[bag_feature(b.B_offsets, b.T, bag)], D = b.D[j];
+    const int64_t g0 = bwd_g_row(w, bag, p, D), w0 = bwd_weight_at(w, j, idx);
+    float s = 0.0f;
+    for (int32_t d = lane; d < D; d += 32)
+      s = __fmaf_rn(bwd_g(w, g0 + d, 1.0f), dev_load_w(w.weights, b.wdtype, w0 + d), s);
+    s = dev_lane_butterfly<32>(s, 0xffffffffu);
+    if (lane == 0)
+      w.psw_grad[p] = s;
+  }
+}
+
+} // namespace
+
+int64_t gpu_bwd_max_blocks()
+{
+  static int64_t blocks = 0;
+  if (!blocks) {
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    blocks = (int64_t)sms * 16;
+  }
+  return blocks;
+}
+
+/* One session's backward: the device view, its buffers, pristine inputs, and the last call's
+ * timing events. */
+struct gpu_bwd {
+  dev_bwd w;
+  gpu_transpose_bufs t;
+  std::vector<void *> ptrs;
+  void *pristine_weights;
+  float *pristine_momentum;
+  size_t weight_bytes;
+  int64_t rows, short_cap[BWD_BUCKETS];
+  int fused;
+  cudaEvent_t ev[6];
+  bool timed;
+
+  ~gpu_bwd()
+  {
+    for (void *p : ptrs)
+      cudaFree(p);
+    for (cudaEvent_t e : ev)
+      if (e)
+        cudaEventDestroy(e);
+  }
+  tbe_status alloc(size_t bytes, void **p)
+  {
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+      return tbe_error(TBE_ENOMEM, "gpu", -1, "backward: cudaMalloc of %zu bytes failed: %s",
+                       bytes, cudaGetErrorString(e));
+    ptrs.push_back(*p);
+    return tbe_ok();
+  }
+};
+
+#define BWD_TRY(expr)                                                                    \
+  do {                                                                                   \
+    tbe_status bwd_try_st_ = (expr);                                                     \
+    if (bwd_try_st_.code != TBE_OK)                                                      \
+      return bwd_try_st_;                                                                \
+  } while (0)
+
+static tbe_status bwd_alloc(gpu_bwd *g, size_t n, size_t elem, void **p)
+{
+  return g->alloc(tbe_mul_size(n, elem), p);
+}
+
+static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
+                            const dev_batch &b, const ref_bwd_config *cfg,
+                            const gpu_bwd_config *gc, const void *grad_output,
+                            const float *momentum)
+{
+  dev_bwd &w = g->w;
+  const int64_t N = h->N;
+  if (N > INT32_MAX)
+    return tbe_error(TBE_EINVAL, "N", -1, "the GPU backward takes at most 2^31-1 lookups (%lld)",
+                     (long long)N);
+  w.b = b;
+  w.weights = const_cast<void *>(b.weights);
+  w.clip = cfg->clip;
+  w.threshold = (int32_t)std::min<int64_t>(cfg->threshold, INT32_MAX);
+  w.chunk = (int32_t)std::min<int64_t>(cfg->chunk, INT32_MAX);
+  w.atomic = cfg->combine == REF_COMBINE_ATOMIC;
+  w.bucket = !(gc && gc->no_bucket);
+  g->fused = !(gc && gc->long_mode == GPU_LONG_ACCUM);
+  w.max_D = l->max_D;
+  const ref_opt_config &o = cfg->opt;
+  w.opt = {o.kind, o.wd, o.lr, o.eps, o.lambda, o.sr, (uint32_t)o.seed, (uint32_t)(o.seed >> 32),
+           o.step};
+
+  std::vector<int64_t> rows_cumsum(h->num_tables + 1, 0);
+  for (int32_t j = 0; j < h->num_tables; j++)
+    rows_cumsum[j + 1] = rows_cumsum[j] + h->E[j];
+  g->rows = rows_cumsum[h->num_tables];
+  w.sentinel = g->rows;
+  w.key64 = g->rows > INT32_MAX;
+  int bits = 1;
+  while (bits < 64 && (w.sentinel >> bits) != 0)
+    bits++;
+  g->t.end_bit = bits;
+  void *p;
+  BWD_TRY(bwd_alloc(g, rows_cumsum.size(), sizeof(int64_t), &p));
+  GPU_TRY(cudaMemcpy(p, rows_cumsum.data(), sizeof(int64_t) * rows_cumsum.size(),
+                     cudaMemcpyHostToDevice));
+  w.rows_cumsum = (const int64_t *)p;
+
+  /* the transpose */
+  const size_t ksz = w.key64 ? 8 : 4;
+  for (int i = 0; i < 2; i++) {
+    BWD_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.keys[i]));
+    BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.pos[i]));
+  }
+  BWD_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.run_key));
+  BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_len));
+  BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_start));
+  w.val_bag = h->pool != TBE_POOL_NONE && !h->per_sample_weights;
+  w.B = h->R ? 0 : h->B;
+  if (h->per_sample_weights)
+    BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
+  if (w.key64)
+    BWD_TRY(gpu_transpose_bytes<uint64_t>(N, bits, &g->t.temp_bytes));
+  else
+    BWD_TRY(gpu_transpose_bytes<uint32_t>(N, bits, &g->t.temp_bytes));
+  BWD_TRY(g->alloc(g->t.temp_bytes, &g->t.temp));
+
+  /* the run lists: bucket k holds at most min(N, rows of the tables in it) short runs */
+  std::vector<int64_t> bucket_rows(BWD_BUCKETS, 0);
+  for (int32_t j = 0; j < h->num_tables; j++)
+    bucket_rows[w.bucket ? bucket_of(h->D[j]) : bucket_of(w.max_D)] += h->E[j];
+  w.short_base[0] = 0;
+  for (int k = 0; k < BWD_BUCKETS; k++) {
+    g->short_cap[k] = std::min<int64_t>(N, bucket_rows[k]);
+    w.short_base[k + 1] = w.short_base[k] + g->short_cap[k];
+  }
+  BWD_TRY(bwd_alloc(g, (size_t)w.short_base[BWD_BUCKETS], sizeof(bwd_run), &p));
+  w.shorts = (bwd_run *)p;
+  w.long_cap = std::min<int64_t>(N / w.threshold, g->rows);
+  w.chunk_cap = std::min<int64_t>(N, N / w.chunk + w.long_cap);
+  BWD_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(bwd_long), &p));
+  w.longs = (bwd_long *)p;
+  BWD_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(int32_t), &p));
+  w.countdown = (int32_t *)p;
+  BWD_TRY(bwd_alloc(g, (size_t)w.chunk_cap, sizeof(bwd_chunk), &p));
+  w.chunks = (bwd_chunk *)p;
+  BWD_TRY(bwd_alloc(g, tbe_mul_size((size_t)(w.atomic ? w.long_cap : w.chunk_cap),
+                                    (size_t)w.max_D), sizeof(float), &p));
+  w.part = (float *)p;
+  BWD_TRY(g->alloc(sizeof(bwd_counts), &p));
+  w.counts = (bwd_counts *)p;
+
+  /* inputs: grad_output, momentum, and the pristine weights every call starts from */
+  const size_t out_bytes = tbe_mul_size((size_t)l->out_elems, tbe_dtype_size(h->out_dtype));
+  BWD_TRY(g->alloc(out_bytes, &p));
+  GPU_TRY(cudaMemcpy(p, grad_output, out_bytes, cudaMemcpyHostToDevice));
+  w.grad = p;
+  g->weight_bytes = tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables];
+  BWD_TRY(g->alloc(g->weight_bytes, &g->pristine_weights));
+  GPU_TRY(cudaMemcpy(g->pristine_weights, h->weights, g->weight_bytes, cudaMemcpyHostToDevice));
+  if (momentum) {
+    BWD_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&g->pristine_momentum));
+    GPU_TRY(cudaMemcpy(g->pristine_momentum, momentum, sizeof(float) * (size_t)g->rows,
+                       cudaMemcpyHostToDevice));
+    BWD_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&w.momentum));
+  }
+  if (h->per_sample_weights)
+    BWD_TRY(bwd_alloc(g, (size_t)N, sizeof(float), (void **)&w.psw_grad));
+  for (cudaEvent_t &e : g->ev)
+    GPU_TRY(cudaEventCreate(&e));
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch &b,
+                        const ref_bwd_config *cfg, const gpu_bwd_config *gc,
+                        const void *grad_output, const float *momentum, gpu_bwd **out)
+{
+  *out = nullptr;
+  if (cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD && !momentum)
+    return tbe_error(TBE_EINVAL, "momentum", -1, "row-wise Adagrad needs the momentum array");
+  gpu_bwd *g = new gpu_bwd();
+  memset(&g->w, 0, sizeof g->w);
+  memset(&g->t, 0, sizeof g->t);
+  memset(g->ev, 0, sizeof g->ev);
+  g->pristine_weights = nullptr;
+  g->pristine_momentum = nullptr;
+  tbe_status st = bwd_setup(g, h, l, b, cfg, gc, grad_output, momentum);
+  if (st.code != TBE_OK) {
+    delete g;
+    return st;
+  }
+  *out = g;
+  return tbe_ok();
+}
+
+void gpu_bwd_close(gpu_bwd *g) { delete g; }
+
+tbe_status gpu_bwd_restore(gpu_bwd *g, cudaStream_t stream)
+{
+  GPU_TRY(cudaMemcpyAsync(g->w.weights, g->pristine_weights, g->weight_bytes,
+                          cudaMemcpyDeviceToDevice, stream));
+  if (g->w.momentum)
+    GPU_TRY(cudaMemcpyAsync(g->w.momentum, g->pristine_momentum, sizeof(float) * (size_t)g->rows,
+                            cudaMemcpyDeviceToDevice, stream));
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
+                          const void *grad_output, const float *momentum)
+{
+  GPU_TRY(cudaMemcpy(const_cast<void *>(g->w.grad), grad_output,
+                     (size_t)l->out_elems * tbe_dtype_size(h->out_dtype), cudaMemcpyHostToDevice));
+  GPU_TRY(cudaMemcpy(g->pristine_weights, h->weights, g->weight_bytes, cudaMemcpyHostToDevice));
+  if (momentum && g->pristine_momentum)
+    GPU_TRY(cudaMemcpy(g->pristine_momentum, momentum, sizeof(float) * (size_t)g->rows,
+                       cudaMemcpyHostToDevice));
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
+                           cudaStream_t stream)
+{
+  dev_bwd &w = g->w;
+  g->timed = timed != 0;
+  if (timed)
+    GPU_TRY(cudaEventRecord(g->ev[0], stream));
+  GPU_TRY(cudaMemsetAsync(w.counts, 0, sizeof(bwd_counts), stream));
+  if (w.b.N > 0) {
+    if (w.key64)
+      BWD_TRY(gpu_transpose<uint64_t>(w, g->t, fatal_state, stream));
+    else
+      BWD_TRY(gpu_transpose<uint32_t>(w, g->t, fatal_state, stream));
+  }
+  if (timed)
+    GPU_TRY(cudaEventRecord(g->ev[1], stream));
+  if (w.b.N > 0) {
+    const unsigned blocks =
+        (unsigned)std::min<int64_t>((w.b.N + CLS_BLOCK - 1) / CLS_BLOCK, gpu_bwd_max_blocks());
+    classify_kernel<<<blocks, CLS_BLOCK, 0, stream>>>(w);
+    GPU_TRY(cudaGetLastError());
+  }
+  if (timed)
+    GPU_TRY(cudaEventRecord(g->ev[2], stream));
+  if (w.psw_grad) {
+    GPU_TRY(cudaMemsetAsync(w.psw_grad, 0, sizeof(float) * (size_t)w.b.N, stream));
+    if (w.b.N > 0) {
+      const unsigned blocks =
+          (unsigned)std::min<int64_t>((w.b.N + 3) / 4, gpu_bwd_max_blocks());
+      psw_kernel<<<blocks, 128, 0, stream>>>(w, fatal_state);
+      GPU_TRY(cudaGetLastError());
+    }
+  }
+  if (timed)
+    GPU_TRY(cudaEventRecord(g->ev[3], stream));
+  if (w.opt.kind != REF_OPT_NONE && w.b.N > 0) {
+    for (int k = 0; k < BWD_BUCKETS; k++)
+      BWD_TRY(gpu_bwd_short(w, k, g->short_cap[k], stream));
+    if (timed)
+      GPU_TRY(cudaEventRecord(g->ev[4], stream));
+    BWD_TRY(gpu_bwd_long(w, g->fused, stream));
+  } else if (timed) {
+    GPU_TRY(cudaEventRecord(g->ev[4], stream));
+  }
+  if (timed)
+    GPU_TRY(cudaEventRecord(g->ev[5], stream));
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
+{
+  memset(st, 0, sizeof *st);
+  if (g->timed) {
+    GPU_TRY(cudaEventSynchronize(g->ev[5]));
+    float ms[5];
+    for (int i = 0; i < 5; i++)
+      GPU_TRY(cudaEventElapsedTime(&ms[i], g->ev[i], g->ev[i + 1]));
+    st->sort_ms = ms[0];
+    st->classify_ms = ms[1];
+    st->psw_ms = ms[2];
+    st->short_ms = ms[3];
+    st->long_ms = ms[4];
+    st->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
+  }
+  GPU_TRY(cudaDeviceSynchronize());
+  bwd_counts c;
+  GPU_TRY(cudaMemcpy(&c, g->w.counts, sizeof c, cudaMemcpyDeviceToHost));
+  st->runs = c.num_runs;
+  st->long_runs = c.longs;
+  st->chunks = c.chunks;
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
+{
+  memset(r, 0, sizeof *r);
+  const dev_bwd &w = g->w;
+  BWD_TRY(gpu_bwd_stats_get(g, &r->stats));
+  r->weights = malloc(g->weight_bytes + 1);
+  r->momentum = w.momentum ? (float *)malloc(sizeof(float) * (size_t)g->rows + 1) : nullptr;
+  r->psw_grad = w.psw_grad ? (float *)malloc(sizeof(float) * (size_t)h->N + 1) : nullptr;
+  if (!r->weights || (w.momentum && !r->momentum) || (w.psw_grad && !r->psw_grad)) {
+    gpu_bwd_result_free(r);
+    return tbe_error(TBE_ENOMEM, "gpu", -1, "cannot allocate host copies of the backward");
+  }
+  GPU_TRY(cudaMemcpy(r->weights, w.weights, g->weight_bytes, cudaMemcpyDeviceToHost));
+  if (w.momentum)
+    GPU_TRY(cudaMemcpy(r->momentum, w.momentum, sizeof(float) * (size_t)g->rows,
+                       cudaMemcpyDeviceToHost));
+  if (w.psw_grad)
+    GPU_TRY(cudaMemcpy(r->psw_grad, w.psw_grad, sizeof(float) * (size_t)h->N,
+                       cudaMemcpyDeviceToHost));
+  return tbe_ok();
+}
+
+extern "C" void gpu_bwd_result_free(gpu_bwd_result *r)
+{
+  free(r->weights);
+  free(r->momentum);
+  free(r->psw_grad);
+  memset(r, 0, sizeof *r);
+}

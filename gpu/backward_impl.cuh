@@ -1,0 +1,221 @@
+/* backward_impl.cuh: what the GPU backward's files share: the device view of one backward call
+ * (transpose, run lists, workspaces), the group configurations, and the gather that sums a
+ * stretch of sorted entries. Twin of ref/backward_impl.h; not public (tbe_gpu.h is).
+ *
+ * Accumulation order (ref/backward_impl.h): a contribution of entry k to column d is G[row][d],
+ * G = grad_output widened to fp32, clamped to [-clip, clip] when clipping, times fp32
+ * 1.0f/(float)L of the bag for MEAN; weighted: acc = fma(w_k, G, acc), else acc = acc + G. A
+ * stretch of entries is summed from +0, one entry at a time in sorted order, per column.
+ */
+#ifndef GPU_BACKWARD_IMPL_CUH
+#define GPU_BACKWARD_IMPL_CUH
+
+#include "dev_batch.cuh"
+#include "optimizer.cuh"
+
+/* Short-run buckets: next_pow2(D) = 1, 2, ..., 2048. Bucket k runs groups of W = min(2^k, 32)
+ * lanes with CPL = max(1, 2^k / 32) columns per lane. */
+const int BWD_BUCKETS = 12;
+
+/* A run in a list: its number and its table. */
+struct bwd_run {
+  int32_t run, table;
+};
+
+/* A long run: its number, table, first chunk program and chunks. */
+struct bwd_long {
+  int32_t run, table;
+  int32_t chunk0, chunks;
+};
+
+/* A chunk program: the long run (index into the long list) and the chunk within it. */
+struct bwd_chunk {
+  int32_t lrun, chunk;
+};
+
+/* Device-side counts of one call (zeroed before the classification). */
+struct bwd_counts {
+  unsigned int shorts[BWD_BUCKETS];
+  unsigned int longs;
+  unsigned int chunks;
+  int num_runs; /* written by the run-length encode */
+};
+
+/* Everything the backward kernels read, as device pointers; sizes are host-known bounds. */
+struct dev_bwd {
+  dev_batch b;
+  void *weights;               /* b.weights, updated in place */
+  const void *grad;            /* [out_elems] grad_output in the output dtype */
+  float clip;                  /* > 0: clamp G to [-clip, clip] */
+  const int64_t *rows_cumsum;  /* [num_tables + 1] the first key of each table */
+  int32_t *bag_of_pos;         /* [N] bag of each position (-1 outside every bag); weighted only */
+  int val_bag;                 /* sorted values are bags (pooled, unweighted), else positions */
+  int32_t B;                   /* bags per feature of a fixed batch (0: VBE) */
+  int key64;                   /* keys are uint64 (else uint32) */
+  const void *run_key;         /* [N] unique keys of the runs (after the encode) */
+  const int32_t *run_len;      /* [N] */
+  const int32_t *run_start;    /* [N] exclusive sum of run_len */
+  const int32_t *pos;          /* [N] sorted values: bags or positions (val_bag) */
+  bwd_counts *counts;
+  bwd_run *shorts;             /* short runs, bucket k at short_base[k] */
+  int64_t short_base[BWD_BUCKETS + 1];
+  bwd_long *longs;             /* [long_cap] */
+  int32_t *countdown;          /* [long_cap] chunks left per long run (fused) */
+  bwd_chunk *chunks;           /* [chunk_cap] */
+  float *part;                 /* deterministic: [chunk_cap][max_D]; atomic: [long_cap][max_D] */
+  int64_t long_cap, chunk_cap;
+  int32_t threshold, chunk, max_D;
+  int atomic, bucket;
+  int64_t sentinel;            /* key of positions that make no entry (-1, outside every bag) */
+  float *momentum;             /* [rows] or NULL */
+  float *psw_grad;             /* [N] or NULL */
+  dev_opt opt;
+};
+
+__device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
+{
+  return w.key64 ? ((const uint64_t *)w.run_key)[r] : ((const uint32_t *)w.run_key)[r];
+}
+
+/* Element offset of G's row for an entry of bag `bag` at position p (pooled: the bag's slice;
+ * NONE: the position's row). */
+__device__ __forceinline__ int64_t bwd_g_row(const dev_bwd &w, int32_t bag, int64_t p, int32_t D)
+{
+  if (w.b.pool == TBE_POOL_NONE)
+    return p * D;
+  if (w.b.bag_out)
+    return w.b.bag_out[bag];
+  const int32_t t = bag / w.B;
+  return (int64_t)(bag - t * w.B) * w.b.total_D + w.b.D_offsets[t];
+}
+
+/* G at element e, with the bag's MEAN scale s (1 when not MEAN). */
+__device__ __forceinline__ float bwd_g(const dev_bwd &w, int64_t e, float s)
+{
+  float v = w.b.out_dtype == TBE_FP32 ? ((const float *)w.grad)[e]
+                                      : dev_from_16(((const uint16_t *)w.grad)[e], w.b.out_dtype);
+  if (w.clip > 0.0f)
+    v = v > w.clip ? w.clip : v < -w.clip ? -w.clip : v;
+  return w.b.pool == TBE_POOL_MEAN ? __fmul_rn(v, s) : v;
+}
+
+/* MEAN's fp32 1.0f/(float)L of a bag. */
+__device__ __forceinline__ float bwd_mean_scale(const dev_bwd &w, int32_t bag)
+{
+  if (w.b.pool != TBE_POOL_MEAN)
+    return 1.0f;
+  const int64_t L = ld_index(w.b.offsets, w.b.itype, bag + 1) - ld_index(w.b.offsets, w.b.itype, bag);
+  return __fdiv_rn(1.0f, __ll2float_rn(L));
+}
+
+/* One sorted entry's contribution source: G's row, the MEAN scale, the per-sample weight. */
+struct bwd_src {
+  int64_t row;
+  float scale, pw;
+};
+
+__device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int64_t k, int32_t D)
+{
+  const int32_t v = w.pos[k];
+  int32_t bag = v;
+  int64_t p = v;
+  if (!w.val_bag) {
+    bag = w.b.pool == TBE_POOL_NONE ? 0 : w.bag_of_pos ? w.bag_of_pos[p] : 0;
+  }
+  return {bwd_g_row(w, bag, p, D), bwd_mean_scale(w, bag), w.b.psw ? w.b.psw[p] : 0.0f};
+}
+
+/* acc[c] (column lane + W*c) = the sum from +0 of sorted entries [s, e) of a run of a table of
+ * width D, in order. A group of W lanes calls it together: it loads W entries' sources at once
+ * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. */
+template <int W, int CPL>
+__device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int32_t D,
+                                        float (&acc)[CPL], int lane, unsigned mask)
+{
+  const int U = CPL >= 16 ? 1 : 4;
+#pragma unroll
+  for (int c = 0; c < CPL; c++)
+    acc[c] = 0.0f;
+  const bool weighted = w.b.psw != nullptr;
+  for (int64_t k0 = s; k0 < e; k0 += W) {
+    bwd_src mine = {0, 1.0f, 0.0f};
+    if (k0 + lane < e)
+      mine = bwd_entry(w, k0 + lane, D);
+    const int n = (int)min((int64_t)W, e - k0);
+    int i = 0;
+    for (; i + U <= n; i += U) {
+      float v[U][CPL], pw[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int64_t r = __shfl_sync(mask, mine.row, i + u, W);
+        const float sc = __shfl_sync(mask, mine.scale, i + u, W);
+        pw[u] = __shfl_sync(mask, mine.pw, i + u, W);
+#pragma unroll
+        for (int c = 0; c < CPL; c++) {
+          const int d = lane + W * c;
+          v[u][c] = d < D ? bwd_g(w, r + d, sc) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+          acc[c] = weighted ? __fmaf_rn(pw[u], v[u][c], acc[c]) : __fadd_rn(acc[c], v[u][c]);
+    }
+    for (; i < n; i++) {
+      const int64_t r = __shfl_sync(mask, mine.row, i, W);
+      const float sc = __shfl_sync(mask, mine.scale, i, W);
+      const float pwi = __shfl_sync(mask, mine.pw, i, W);
+#pragma unroll
+      for (int c = 0; c < CPL; c++) {
+        const int d = lane + W * c;
+        if (d < D) {
+          const float v = bwd_g(w, r + d, sc);
+          acc[c] = weighted ? __fmaf_rn(pwi, v, acc[c]) : __fadd_rn(acc[c], v);
+        }
+      }
+    }
+  }
+}
+
+/* The lanes of this thread's group within its warp. */
+template <int W> __device__ __forceinline__ unsigned bwd_group_mask()
+{
+  return W == 32 ? 0xffffffffu : ((1u << W) - 1u) << ((threadIdx.x & 31) / W * W);
+}
+
+/* The table j's element offset of row `row`. */
+__device__ __forceinline__ int64_t bwd_weight_at(const dev_bwd &w, int32_t j, int64_t row)
+{
+  return w.b.table_offset[j] + row * w.b.D[j];
+}
+
+/* The transpose's buffers (transpose.cu): keys and positions double-buffered for the sort, the
+ * runs, and CUB's temporary storage. */
+struct gpu_transpose_bufs {
+  void *keys[2];      /* [N] K */
+  int32_t *pos[2];    /* [N] */
+  void *run_key;      /* [N] K */
+  int32_t *run_len, *run_start; /* [N] */
+  void *temp;
+  size_t temp_bytes;
+  int end_bit;        /* bits of the sentinel key: the sort looks at [0, end_bit) */
+};
+
+/* CUB's temporary bytes for N entries of keys K (uint32_t or uint64_t). */
+template <typename K> tbe_status gpu_transpose_bytes(int64_t N, int end_bit, size_t *bytes);
+/* Keys, sort, runs: fills w.pos, w.run_key, w.run_len, w.run_start and the device count of
+ * runs. state (FATAL only, else NULL): a named offender turns every position into the
+ * sentinel. */
+template <typename K>
+tbe_status gpu_transpose(dev_bwd &w, const gpu_transpose_bufs &t, const dev_bounds *state,
+                         cudaStream_t stream);
+
+/* Blocks that fill every SM several times over: grids of the grid-stride kernels stop here. */
+int64_t gpu_bwd_max_blocks();
+
+/* Launchers (backward_short.cu, backward_long.cu); each reads its counts on the device. */
+tbe_status gpu_bwd_short(const dev_bwd &w, int bucket, int64_t cap, cudaStream_t stream);
+tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream);
+
+#endif

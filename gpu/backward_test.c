@@ -1,0 +1,211 @@
+/* backward_test.c: what the case runs cannot show about the GPU backward: the fused deterministic
+ * path launched 50 times gives the same bits every time (a race shows up as a change), and
+ * bounds check + forward + backward captured once in a CUDA graph and replayed on new inputs of
+ * the same shape give the reference's bits (so nothing in them syncs with the host). SKIPs
+ * (exit 77) without a GPU. Not `tbecheck run` over cases/gpu_backward.cases (cli_gpu).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bounds.h"
+#include "case.h"
+#include "engine.h"
+#include "forward.h"
+#include "gen.h"
+#include "tbe_gpu.h"
+
+/* The reference's outputs of one case: forward output and the backward's. */
+typedef struct {
+  tbe_batch b;
+  gen_bwd bwd;
+  tbe_layout l;
+  tbe_bounds_mode mode;
+  void *out, *w;
+  float *m, *psw;
+} ref_case;
+
+static void ref_case_free(ref_case *r)
+{
+  free(r->out);
+  free(r->w);
+  free(r->m);
+  free(r->psw);
+  tbe_layout_free(&r->l);
+  gen_case_free(&r->b, &r->bwd);
+}
+
+/* Generates text and runs the reference on it; the batch keeps its pristine inputs. */
+static int ref_case_run(const char *text, ref_case *r)
+{
+  memset(r, 0, sizeof *r);
+  tbe_case *c;
+  tbe_status s = case_parse(text, &c);
+  if (s.code == TBE_OK) {
+    s = gen_case(c, &r->b, &r->bwd);
+    if (s.code == TBE_OK)
+      s = tbe_layout_init(&r->l, &r->b);
+  }
+  tbe_bounds_mode mode = r->mode = s.code == TBE_OK ? case_bounds(c) : TBE_BOUNDS_WARNING;
+  if (s.code == TBE_OK) {
+    size_t isz = tbe_itype_size(r->b.itype);
+    size_t ib = isz * (size_t)r->b.N, ob = isz * (size_t)(r->l.total_B + 1);
+    void *i0 = malloc(ib + 1), *o0 = malloc(ob);
+    memcpy(i0, r->b.indices, ib);
+    memcpy(o0, r->b.offsets, ob);
+    int64_t warnings;
+    r->out = malloc(tbe_dtype_size(r->b.out_dtype) * (size_t)r->l.out_elems + 1);
+    s = ref_bounds_check(&r->b, &r->l, mode, &warnings);
+    if (s.code == TBE_OK)
+      s = ref_forward(&r->b, &r->l, r->out);
+    if (s.code == TBE_OK)
+      s = eng_ref_backward_run(&r->b, &r->l, &r->bwd, &r->w, &r->m, &r->psw);
+    memcpy(r->b.indices, i0, ib);
+    memcpy(r->b.offsets, o0, ob);
+    free(i0);
+    free(o0);
+  }
+  case_free(c);
+  if (s.code != TBE_OK) {
+    printf("FAIL  %s: the reference failed: %s\n", text, s.message);
+    return 1;
+  }
+  return 0;
+}
+
+/* 0 if the GPU's results equal the reference's bit for bit, else 1 with a line saying which. */
+static int same_bits(const char *what, const ref_case *r, const gpu_fwd_result *f,
+                     const gpu_bwd_result *g)
+{
+  const tbe_batch *b = &r->b;
+  size_t wbytes = tbe_dtype_size(b->wdtype) * (size_t)b->table_offset[b->num_tables];
+  const char *bad = memcmp(f->out, r->out, tbe_dtype_size(b->out_dtype) * (size_t)r->l.out_elems)
+                        ? "forward output"
+                    : memcmp(g->weights, r->w, wbytes) ? "weights"
+                    : r->m && memcmp(g->momentum, r->m, sizeof(float) * (size_t)ref_bwd_rows(b))
+                        ? "momentum"
+                    : r->psw && memcmp(g->psw_grad, r->psw, sizeof(float) * (size_t)b->N)
+                        ? "psw_grad"
+                        : NULL;
+  if (bad)
+    printf("FAIL  %s: %s differs from the reference\n", what, bad);
+  return bad != NULL;
+}
+
+/* The fused deterministic path, many chunks per run and many runs, launched `reps` times in one
+ * session: every launch must give the reference's bits. */
+static int repeat_test(const char *text, int reps)
+{
+  ref_case r;
+  if (ref_case_run(text, &r))
+    return 1;
+  gpu_session *s;
+  tbe_status st = gpu_session_open(&r.b, &r.l, &s);
+  gpu_bwd_config gc = {GPU_LONG_FUSED, 0};
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_open(s, r.bwd.cfg, &gc, r.bwd.grad_output, r.bwd.momentum);
+  int fail = st.code != TBE_OK, launches = 0;
+  int64_t chunks = 0;
+  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF};
+  for (int i = 0; i < reps && !fail; i++) {
+    gpu_fwd_result f;
+    gpu_bwd_result g;
+    st = gpu_session_forward(s, r.mode, &fc, 0, NULL);
+    if (st.code == TBE_OK)
+      st = gpu_session_backward(s, NULL);
+    if (st.code == TBE_OK)
+      st = gpu_session_results(s, &f);
+    if (st.code == TBE_OK)
+      st = gpu_session_backward_results(s, &g);
+    if (st.code != TBE_OK) {
+      fail = 1;
+      break;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "launch %d", i + 1);
+    fail |= same_bits(what, &r, &f, &g);
+    chunks = g.stats.chunks;
+    launches++;
+    gpu_fwd_result_free(&f);
+    gpu_bwd_result_free(&g);
+  }
+  if (st.code != TBE_OK)
+    printf("FAIL  %s: %s\n", text, st.message);
+  printf("%s  %d fused launches, %lld chunk programs each, identical to the reference: %s\n",
+         fail ? "FAIL" : "pass", launches, (long long)chunks, text);
+  gpu_session_close(s);
+  ref_case_free(&r);
+  return fail;
+}
+
+/* Captures the call on case a, replays it, then uploads case b (same shape, another seed) and
+ * replays again: both must give the reference's bits. */
+static int graph_test(const char *a, const char *b)
+{
+  ref_case ra, rb;
+  if (ref_case_run(a, &ra))
+    return 1;
+  if (ref_case_run(b, &rb)) {
+    ref_case_free(&ra);
+    return 1;
+  }
+  gpu_session *s;
+  gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO};
+  gpu_bwd_config gc = {GPU_LONG_FUSED, 0};
+  tbe_status st = gpu_session_open(&ra.b, &ra.l, &s);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_open(s, ra.bwd.cfg, &gc, ra.bwd.grad_output, ra.bwd.momentum);
+  if (st.code == TBE_OK)
+    st = gpu_session_capture(s, ra.mode, &fc);
+  int fail = 0;
+  for (int pass = 0; pass < 2 && st.code == TBE_OK; pass++) {
+    const ref_case *r = pass ? &rb : &ra;
+    if (pass)
+      st = gpu_session_upload(s, &rb.b, rb.bwd.grad_output, rb.bwd.momentum);
+    if (st.code == TBE_OK)
+      st = gpu_session_replay(s);
+    gpu_fwd_result f;
+    gpu_bwd_result g;
+    if (st.code == TBE_OK)
+      st = gpu_session_results(s, &f);
+    if (st.code == TBE_OK)
+      st = gpu_session_backward_results(s, &g);
+    if (st.code != TBE_OK)
+      break;
+    fail |= same_bits(pass ? "graph replay on new inputs" : "graph replay", r, &f, &g);
+    fail |= f.warnings == 0; /* the cases repair indices: a stale bounds check shows here */
+    gpu_fwd_result_free(&f);
+    gpu_bwd_result_free(&g);
+  }
+  if (st.code != TBE_OK) {
+    printf("FAIL  graph: %s\n", st.message);
+    fail = 1;
+  }
+  printf("%s  bounds check + forward + backward in one CUDA graph, replayed on two inputs: %s\n",
+         fail ? "FAIL" : "pass", a);
+  gpu_session_close(s);
+  ref_case_free(&ra);
+  ref_case_free(&rb);
+  return fail;
+}
+
+int main(void)
+{
+  char desc[256];
+  tbe_status st = gpu_probe(desc, sizeof desc);
+  if (st.code != TBE_OK) {
+    printf("SKIP: %s\n", st.message);
+    return 77;
+  }
+  printf("GPU: %s\n", desc);
+  int fail = 0;
+  fail |= repeat_test("T=4 B=4096 E=300 D=64 L=24 dist=zipf:1.1 wdtype=fp16 opt=rowwise_adagrad "
+                      "bwd.threshold=32 bwd.chunk=7 seed=31", 50);
+  fail |= repeat_test("T=2 B=16384 E=2000 D=128 L=32 hot=0:5:200000,1:9:100000 "
+                      "opt=rowwise_adagrad weighted=1 bwd.chunk=64 seed=32", 50);
+  fail |= graph_test("T=3 B=2048 E=500,3000,40 D=64,128,16 L=12 dist=zipf:1.1 wdtype=fp16 "
+                     "weighted=1 invalid=0.01 opt=rowwise_adagrad bwd.threshold=16 seed=33",
+                     "T=3 B=2048 E=500,3000,40 D=64,128,16 L=12 dist=zipf:1.1 wdtype=fp16 "
+                     "weighted=1 invalid=0.01 opt=rowwise_adagrad bwd.threshold=16 seed=34");
+  return fail;
+}

@@ -1,0 +1,104 @@
+/* footprint.c: a case's lookups and memory from its parsed shape, before generation. Not the
+ * generator (gen.c) and not a measurement: the figures are sums over the arrays that gen.c,
+ * engine.c, export.c and ref/ allocate, written down here once.
+ */
+#include "footprint.h"
+
+#include "gen.h"
+
+/* A quantity's expected and largest value. */
+typedef struct {
+  double mean, max;
+} fp_range;
+
+/* Entry i of a per-table or per-(feature, rank) spec (FIXED, RANGE or LIST). */
+static fp_range fp_spec(const case_spec *s, int64_t i)
+{
+  if (s->kind == CASE_LIST)
+    return (fp_range){(double)s->list[i], (double)s->list[i]};
+  if (s->kind == CASE_RANGE)
+    return (fp_range){0.5 * ((double)s->lo + (double)s->hi), (double)s->hi};
+  return (fp_range){(double)s->lo, (double)s->lo};
+}
+
+/* Bags of feature t: the sum over its ranks (one rank without VBE). */
+static fp_range fp_bags(const tbe_case *c, int32_t t)
+{
+  fp_range r = {0, 0};
+  for (int32_t k = 0; k < c->R; k++) {
+    fp_range b = fp_spec(&c->B, (int64_t)t * c->R + k);
+    r.mean += b.mean;
+    r.max += b.max;
+  }
+  return r;
+}
+
+/* Length of one bag: a normal L is rounded and clamped into 0..CASE_MAX_COUNT. */
+static fp_range fp_L(const tbe_case *c)
+{
+  if (c->L.kind == CASE_NORMAL)
+    return (fp_range){c->L.mu > 0 ? c->L.mu : 0, (double)CASE_MAX_COUNT};
+  return fp_spec(&c->L, 0);
+}
+
+double footprint_max_lookups(const tbe_case *c, int32_t j)
+{
+  double bags = 0;
+  for (int32_t t = 0; t < c->T; t++)
+    if (c->map[t] == j)
+      bags += fp_bags(c, t).max;
+  return bags * fp_L(c).max;
+}
+
+static int64_t fp_bytes(double x) { return x >= 9.2e18 ? INT64_MAX : (int64_t)x; }
+
+void footprint_case(const tbe_case *c, int with_gpu, footprint *f)
+{
+  double W = 0, rows = 0, bags = 0, out = 0; /* weights, rows, bags, output elements */
+  for (int32_t j = 0; j < c->num_tables; j++) {
+    double E = fp_spec(&c->E, j).mean;
+    W += E * fp_spec(&c->D, j).mean;
+    rows += E;
+  }
+  for (int32_t t = 0; t < c->T; t++) {
+    double b = fp_bags(c, t).mean;
+    bags += b;
+    out += b * fp_spec(&c->D, c->map[t]).mean;
+  }
+  double N = bags * fp_L(c).mean;
+  if (c->pool == TBE_POOL_NONE) /* [N, D]: every feature has the same D */
+    out = N * fp_spec(&c->D, c->map[0]).mean;
+  double ws = (double)tbe_dtype_size(c->wdtype), os = (double)tbe_dtype_size(c->out);
+  double is = (double)tbe_itype_size(c->idx);
+  const ref_bwd_config *bwd = &c->knobs.bwd;
+  int backward = bwd->opt.kind != REF_OPT_NONE;
+  int adagrad = bwd->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
+  int corrupt = 0;
+  for (int k = 0; k < CASE_CORRUPT_KINDS; k++)
+    corrupt |= c->corrupt[k] != 0;
+
+  double ixof = is * (N + bags + 1); /* indices and offsets */
+  /* the generated batch and the backward's inputs */
+  double inputs = W * ws + ixof + (c->weighted ? 4 * N : 0) +
+                  (backward ? out * os + (adagrad ? 4 * rows : 0) : 0);
+  /* gen.c while it draws: the int64 offsets, and with corruptions a second copy and flags */
+  double generating = 8 * (bags + 1) + (corrupt ? 9 * (bags + 1) : 0);
+  /* engine.c: the pristine copies, the reference's output (its buffer and the pushed copy),
+   * repaired indices and offsets, and the exact forward's value and bound per element */
+  double running = ixof + 2 * out * os + ixof + 16 * out;
+  if (backward) /* copies of the weights, momentum and psw gradient, twice (run and pushed);
+                 * the sort (ref/transpose.c: about 40 bytes a lookup) and the fp32 gradient */
+    running += 2 * (W * ws + (adagrad ? 4 * rows : 0) + (c->weighted ? 4 * N : 0)) + 40 * N +
+               4 * out;
+  if (backward && bwd->combine == REF_COMBINE_ATOMIC) /* exact twin: value and bound, fp64 */
+    running += 16 * W + (adagrad ? 16 * rows : 0);
+  double device = 0;
+  if (with_gpu) {
+    /* the GPU's results copied back and pushed, and the exact twin of its small-table path */
+    running += 2 * (out * os + ixof) + 16 * out;
+    /* gpu/: weights, indices and offsets with their pristine copies, weights, the output */
+    device = W * ws + 2 * ixof + (c->weighted ? 4 * N : 0) + out * os;
+  }
+  f->host = fp_bytes(inputs + (running > generating ? running : generating));
+  f->gpu = fp_bytes(device);
+}

@@ -1,0 +1,479 @@
+/* fuzz_campaign.c: `tbecheck fuzz --seconds S --seed X`: random cases over the whole edge space
+ * through the engines, every one stored with its canonical text, each failure shrunk by delta
+ * debugging (shrink.h) to a minimal case that fails the same comparison, stored and printed with
+ * its reproducer. Not the libFuzzer targets (fuzz/), which feed bytes to parsers.
+ *
+ * A failure's comparison is its first failing check: (engine, baseline, path, output, status).
+ * A shrink candidate still fails when one of its checks fails that comparison the same way.
+ */
+#include "fuzz_campaign.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "case.h"
+#include "db.h"
+#include "engine.h"
+#include "prng.h"
+#include "runinfo.h"
+#include "shrink.h"
+
+#define FUZZ_STREAM 0xF022
+#define MAX_TOKENS 64
+#define SHRINK_TRIES 300
+
+static const char fuzz_usage[] =
+    "usage: tbecheck fuzz [--seconds S] [--seed X] [--engines LIST] [--db PATH]\n"
+    "                     [--max-cases N] [--inject-fault ENGINE:OUTPUT[@I]]\n"
+    "Draws cases over the whole edge space (invalid, negative and pruned indices, every offset\n"
+    "corruption in every bounds mode, hot rows up to SL 10^6, VBE with empty ranks, D 1..2048,\n"
+    "E = 1, every dtype and knob) for S seconds (default 60) from seed X (default 1), runs each\n"
+    "through the engines and stores it in the database as `run` does. Each failure is shrunk to\n"
+    "a minimal case failing the same comparison, stored too, and printed with its reproducer;\n"
+    "`tbecheck list --failed` shows both. A progress line shows cases/s, failures, time left.\n"
+    "  --engines LIST         from ref,gpu,oracle (default all; ref always)\n"
+    "  --max-cases N          stop after N cases even if time is left\n"
+    "  --inject-fault E:O[@I] test the tester, as in `tbecheck run`\n"
+    "Exit 0 no failure, 1 failures, 2 bad usage, 3 I/O or internal error.\n";
+
+/* ---- the edge space ---- */
+
+typedef struct {
+  uint64_t key, n;
+  char tok[MAX_TOKENS][160];
+  int ntok;
+} draw;
+
+static uint64_t rnd(draw *d, uint64_t n) { return prng_below(prng_at(d->key, d->n++), n); }
+
+/* Sets key=value (replacing the key's token if there is one). */
+static void set(draw *d, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set(draw *d, const char *key, const char *fmt, ...)
+{
+  size_t k = strlen(key);
+  int i = 0;
+  while (i < d->ntok && !(strncmp(d->tok[i], key, k) == 0 && d->tok[i][k] == '='))
+    i++;
+  if (i == MAX_TOKENS)
+    return;
+  d->ntok += i == d->ntok;
+  int w = snprintf(d->tok[i], sizeof d->tok[i], "%s=", key);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->tok[i] + w, sizeof d->tok[i] - (size_t)w, fmt, ap);
+  va_end(ap);
+}
+
+#define PICK(d, a) (a[rnd(d, sizeof a / sizeof a[0])])
+
+static void edge(draw *d)
+{
+  static const char *const kinds[] = {"past", "negative", "pruned", "mix"};
+  static const char *const modes[] = {"fatal", "warning", "ignore", "none"};
+  static const char *const corrupt[] = {"negative", "decreasing:2", "decreasing:5", "past_end",
+                                        "wrong_last"};
+  static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
+  static const char *const Ls[] = {"0", "1", "0..3", "100", "normal:5,3", "0..40"};
+  static const int Ds[] = {1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1024, 2048};
+  static const int SLs[] = {1, 2, 31, 32, 255, 256, 257, 511, 1000, 4096};
+  static const double fracs[] = {0.01, 0.1, 0.5, 1};
+  switch (rnd(d, 14)) {
+  case 0:
+    set(d, "invalid", "%g", PICK(d, fracs));
+    set(d, "invalid_kind", "%s", PICK(d, kinds));
+    break;
+  case 1: {
+    char v[120] = "";
+    for (size_t i = 0; i < sizeof corrupt / sizeof corrupt[0]; i++)
+      if (rnd(d, 3) == 0)
+        snprintf(v + strlen(v), sizeof v - strlen(v), "%s%s", *v ? "," : "", corrupt[i]);
+    set(d, "corrupt", "%s", *v ? v : PICK(d, corrupt));
+    set(d, "B", "%d", 8 + (int)rnd(d, 9)); /* corruptions need 8+ fixed bags */
+    set(d, "vbe", "0");
+    break;
+  }
+  case 2: set(d, "bounds", "%s", PICK(d, modes)); break;
+  case 3: { /* a hot row: SL up to 10^6 now and then, with enough lookups around it */
+    int sl = rnd(d, 50) ? PICK(d, SLs) : 1000000;
+    set(d, "T", "1");
+    set(d, "B", "%d", 2 + sl / 50);
+    set(d, "L", "%d", 100);
+    set(d, "E", "%d", 2 + (int)rnd(d, 50));
+    set(d, "D", "%d", 1 + (int)rnd(d, 8));
+    set(d, "hot", "0:%d:%d", 1, sl);
+    break;
+  }
+  case 4: /* VBE, some ranks empty */
+    set(d, "vbe", "1");
+    set(d, "R", "%d", 1 + (int)rnd(d, 4));
+    set(d, "B", "0..%d", (int)rnd(d, 4));
+    break;
+  case 5: set(d, "weighted", "%d", (int)rnd(d, 2)); break;
+  case 6: set(d, "idx", "%s", rnd(d, 2) ? "int32" : "int64"); break;
+  case 7: set(d, "D", "%d", PICK(d, Ds)); break;
+  case 8: set(d, "E", "1"); break;
+  case 9:
+    set(d, "wdtype", "%s", PICK(d, dtypes));
+    set(d, "out", "%s", PICK(d, dtypes));
+    break;
+  case 10: set(d, "L", "%s", PICK(d, Ls)); break;
+  case 11: /* the forward's knobs */
+    set(d, "fwd.bags", "%d", 1 << rnd(d, 3));
+    set(d, "fwd.width", "%d", rnd(d, 2) ? 4 : 8);
+    set(d, "fwd.small", "%s", rnd(d, 3) == 0 ? "auto" : rnd(d, 2) ? "on" : "off");
+    set(d, "fused_bounds", "%d", (int)rnd(d, 2));
+    break;
+  case 12: { /* the backward: optimizer and its numbers */
+    int ada = (int)rnd(d, 2);
+    set(d, "opt", "%s", ada ? "rowwise_adagrad" : "sgd");
+    set(d, "lr", "%g", rnd(d, 2) ? 0.01 : 0.5);
+    set(d, "clip", "%g", rnd(d, 2) ? 0.5 : 100.0);
+    if (ada) {
+      set(d, "eps", "%g", rnd(d, 2) ? 1e-8 : 0.1);
+      if (rnd(d, 2)) {
+        set(d, "wd", "%s", rnd(d, 2) ? "l2" : "decouple");
+        set(d, "lambda", "%g", 0.01);
+      }
+    }
+    break;
+  }
+  default: /* the backward's chunking and rounding */
+    set(d, "opt", "%s", "sgd");
+    set(d, "bwd.threshold", "%d", (int)(1 + rnd(d, 300)));
+    set(d, "bwd.chunk", "%d", (int)(1 + rnd(d, 300)));
+    set(d, "bwd.combine", "%s", rnd(d, 2) ? "deterministic" : "atomic");
+    if (rnd(d, 2)) {
+      set(d, "wdtype", "%s", rnd(d, 2) ? "fp16" : "bf16");
+      set(d, "sr", "1");
+      set(d, "step", "%d", (int)rnd(d, 1000));
+    }
+    break;
+  }
+}
+
+int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
+{
+  draw d = {.key = prng_key(seed ^ (index * PRNG_GAMMA), FUZZ_STREAM)};
+  char base[4096];
+  case_random(seed, index, base, sizeof base);
+  for (char *p = strtok(base, " "); p && d.ntok < MAX_TOKENS; p = strtok(NULL, " "))
+    snprintf(d.tok[d.ntok++], sizeof d.tok[0], "%s", p);
+  int k = (int)rnd(&d, 5);
+  for (int i = 0; i < k && i < edges; i++)
+    edge(&d);
+  size_t len = 0;
+  for (int i = 0; i < d.ntok; i++)
+    len += (size_t)snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, "%s%s",
+                            i ? " " : "", d.tok[i]);
+  return (int)len;
+}
+
+/* ---- the campaign ---- */
+
+typedef struct {
+  eng_ctx *x;
+  const eng_check *sig; /* the failure's comparison */
+  int runs_failed;      /* a candidate could not be run (out of memory): stop */
+} same_failure;
+
+static int fails_like(const eng_case_result *r, const eng_check *sig)
+{
+  for (int i = 0; i < r->n_checks; i++) {
+    const eng_check *c = &r->checks[i];
+    if (c->engine == sig->engine && c->status == sig->status && !strcmp(c->path, sig->path) &&
+        !strcmp(c->output, sig->output) && !strcmp(c->baseline, sig->baseline))
+      return 1;
+  }
+  return 0;
+}
+
+static int still_fails(const char *canon, void *ctx)
+{
+  same_failure *f = ctx;
+  tbe_case *c;
+  if (case_parse(canon, &c).code != TBE_OK)
+    return 0;
+  eng_case_result r;
+  tbe_status s = eng_run_case(f->x, c, canon, &r);
+  int ok = s.code == TBE_OK ? fails_like(&r, f->sig) : -1;
+  eng_case_result_free(&r);
+  case_free(c);
+  return ok;
+}
+
+/* The canonical text of a drawn case that parses and generates (edges lowered until it does). */
+static char *next_case(uint64_t seed, uint64_t index, tbe_case **out)
+{
+  char text[4096];
+  for (int edges = 4; edges >= 0; edges--) {
+    fuzz_draw(seed, index, edges, text, sizeof text);
+    tbe_case *c;
+    if (case_parse(text, &c).code != TBE_OK)
+      continue;
+    tbe_batch b;
+    if (case_generate(c, &b).code != TBE_OK) {
+      case_free(c);
+      continue;
+    }
+    tbe_batch_free(&b);
+    int n = case_format(c, NULL, 0);
+    char *canon = malloc((size_t)n + 1);
+    if (canon)
+      case_format(c, canon, (size_t)n + 1);
+    *out = c;
+    return canon;
+  }
+  return NULL;
+}
+
+typedef struct {
+  double seconds;
+  uint64_t seed;
+  long long max_cases;
+  const char *db_path;
+  eng_options eng;
+} fuzz_options;
+
+/* Prints "tbecheck fuzz: WHAT ARG" and the usage; returns the exit code of bad usage. */
+static int usage(const char *what, const char *arg)
+{
+  fprintf(stderr, "tbecheck fuzz: %s%s\n", what, arg);
+  fputs(fuzz_usage, stderr);
+  return 2;
+}
+
+static int parse_args(int argc, char **argv, fuzz_options *o)
+{
+  static const struct option opts[] = {
+    {"seconds", required_argument, 0, 's'}, {"seed", required_argument, 0, 'x'},
+    {"engines", required_argument, 0, 'e'}, {"db", required_argument, 0, 'd'},
+    {"max-cases", required_argument, 0, 'n'}, {"inject-fault", required_argument, 0, 'f'},
+    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  *o = (fuzz_options){60, 1, -1, "tbecheck.db", {.max_violations = 10}};
+  const char *engines = "ref,gpu,oracle";
+  optind = 1;
+  opterr = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    char *end = NULL;
+    switch (ch) {
+    case 'h': fputs(fuzz_usage, stdout); return 0;
+    case 's': o->seconds = strtod(optarg, &end); break;
+    case 'x': o->seed = strtoull(optarg, &end, 10); break;
+    case 'n': o->max_cases = strtoll(optarg, &end, 10); break;
+    case 'e': engines = optarg; break;
+    case 'd': o->db_path = optarg; break;
+    case 'f': {
+      tbe_status s = eng_parse_fault(optarg, &o->eng);
+      if (s.code != TBE_OK)
+        return usage("", s.message);
+      break;
+    }
+    default: return usage("unknown option or missing value: ", argv[optind - 1]);
+    }
+    if (end && (*end || end == optarg || *optarg == '-' || (ch == 's' && !(o->seconds > 0))))
+      return usage("bad value for ", argv[optind - 1]);
+  }
+  if (optind != argc)
+    return usage("unexpected argument: ", argv[optind]);
+  if (!*o->db_path)
+    return usage("--db needs a path", "");
+  tbe_status s = eng_parse_list(engines, &o->eng.engines);
+  return s.code == TBE_OK ? -1 : usage("", s.message);
+}
+
+/* What this run stored: a case drawn or shrunk twice is stored as its next repeat. */
+typedef struct {
+  db *d;
+  int64_t run;
+  uint64_t *hash;
+  int *count;
+  int n, cap;
+} stored;
+
+/* Stores one case's result. Returns 0, or 3 on a storage error. */
+static int store(stored *t, const char *canon, const eng_case_result *r, int64_t *id)
+{
+  uint64_t h = eng_fnv1a(ENG_FNV_SEED, canon, strlen(canon));
+  int i = 0;
+  while (i < t->n && t->hash[i] != h)
+    i++;
+  if (i == t->cap) {
+    t->cap = t->cap ? 2 * t->cap : 64;
+    uint64_t *nh = realloc(t->hash, sizeof *nh * (size_t)t->cap);
+    t->hash = nh ? nh : t->hash;
+    int *nc = realloc(t->count, sizeof *nc * (size_t)t->cap);
+    t->count = nc ? nc : t->count;
+    if (!nh || !nc) {
+      fprintf(stderr, "\ntbecheck fuzz: out of memory\n");
+      return 3;
+    }
+  }
+  if (i == t->n) {
+    t->hash[t->n] = h;
+    t->count[t->n++] = 0;
+  }
+  tbe_status s = db_store_case(t->d, t->run, canon, t->count[i]++, r, id);
+  if (s.code != TBE_OK) {
+    fprintf(stderr, "\ntbecheck fuzz: cannot store case '%s': %s\n", canon, s.message);
+    return 3;
+  }
+  return 0;
+}
+
+static const eng_check *first_failure(const eng_case_result *r)
+{
+  for (int i = 0; i < r->n_checks; i++)
+    if (r->checks[i].status == ENG_FAIL || r->checks[i].status == ENG_ERROR)
+      return &r->checks[i];
+  return NULL;
+}
+
+/* Shrinks a failing case, stores the minimal one and prints both. Returns 0 or an exit code. */
+static int shrink_failure(eng_ctx *x, stored *t, const char *canon, const eng_case_result *r,
+                          int64_t id)
+{
+  const eng_check *sig = first_failure(r);
+  printf("FAIL  case %-5lld %s\n      %s:%s %s %s: %s: %s\n", (long long)id, canon,
+         eng_name(sig->engine), sig->baseline, sig->path, sig->output,
+         eng_status_name(sig->status), sig->reason);
+  same_failure f = {x, sig, 0};
+  char *small;
+  shrink_stats st;
+  tbe_status s = shrink_case(canon, still_fails, &f, SHRINK_TRIES, &small, &st);
+  if (s.code != TBE_OK) {
+    fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+    return 3;
+  }
+  int rc = 0;
+  if (strcmp(small, canon)) {
+    tbe_case *c;
+    eng_case_result rs;
+    int64_t sid = 0;
+    s = case_parse(small, &c);
+    if (s.code == TBE_OK) {
+      s = eng_run_case(x, c, small, &rs);
+      if (s.code == TBE_OK)
+        rc = store(t, small, &rs, &sid);
+      eng_case_result_free(&rs);
+      case_free(c);
+    }
+    if (s.code != TBE_OK) {
+      fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+      rc = 3;
+    }
+    printf("      shrunk in %d tries (%d kept) to case %lld: %s\n", st.tries, st.accepted,
+           (long long)sid, small);
+  } else {
+    printf("      already minimal (%d tries)\n", st.tries);
+  }
+  printf("      reproduce: tbecheck replay '%s'\n", small);
+  fflush(stdout);
+  free(small);
+  return rc;
+}
+
+static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ctx **x,
+                    int64_t *run)
+{
+  tbe_status s = db_open(o->db_path, DB_WRITE, d);
+  if (s.code == TBE_OK)
+    s = eng_open(&o->eng, x);
+  if (s.code != TBE_OK) {
+    fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+    return s.code == TBE_EINVAL ? 2 : 3;
+  }
+  for (int e = 0; e < ENG_COUNT; e++)
+    if ((o->eng.engines & (1u << e)) && eng_unavailable(*x, (eng_id)e))
+      printf("engine %s: skip (%s)\n", eng_name((eng_id)e), eng_unavailable(*x, (eng_id)e));
+  runinfo ri;
+  runinfo_collect(&ri);
+  char engines[64], args[1024] = "tbecheck";
+  eng_format_list(o->eng.engines, engines, sizeof engines);
+  for (int i = 0; i < argc; i++)
+    snprintf(args + strlen(args), sizeof args - strlen(args), " %s", argv[i]);
+  db_run_info info = {
+    .git_commit = ri.git_commit[0] ? ri.git_commit : NULL, .dirty = ri.dirty, .host = ri.host,
+    .cpu = ri.cpu[0] ? ri.cpu : "unknown", .driver = ri.driver[0] ? ri.driver : NULL,
+    .gpu = eng_gpu_description(*x)[0] ? eng_gpu_description(*x) : NULL,
+    .tool_version = "fuzz", .argv = args, .engines = engines, .repeats = 1};
+  s = db_run_begin(*d, &info, run);
+  if (s.code != TBE_OK) {
+    fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+    return 3;
+  }
+  return -1;
+}
+
+int fuzz_command(int argc, char **argv)
+{
+  fuzz_options o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc >= 0)
+    return rc;
+  db *d = NULL;
+  eng_ctx *x = NULL;
+  int64_t run = 0;
+  rc = open_run(&o, argc, argv, &d, &x, &run);
+  stored t = {d, run, NULL, NULL, 0, 0};
+  int live = isatty(STDOUT_FILENO), failed = 0;
+  double t0 = eng_now_ms(), shown = t0, end = t0 + o.seconds * 1000;
+  long long done = 0;
+  for (uint64_t i = 0; rc < 0 && eng_now_ms() < end && (o.max_cases < 0 || done < o.max_cases);
+       i++) {
+    tbe_case *c;
+    char *canon = next_case(o.seed, i, &c);
+    if (!canon)
+      continue;
+    eng_case_result r;
+    int64_t id = 0;
+    tbe_status s = eng_run_case(x, c, canon, &r);
+    if (s.code != TBE_OK) {
+      fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+      rc = 3;
+    } else if ((rc = store(&t, canon, &r, &id)) == 0) {
+      rc = -1;
+      done++;
+      if (eng_case_failed(&r)) {
+        failed++;
+        if (live)
+          printf("\r\033[K");
+        int k = shrink_failure(x, &t, canon, &r, id);
+        rc = k ? k : -1;
+      }
+    }
+    eng_case_result_free(&r);
+    case_free(c);
+    free(canon);
+    double now = eng_now_ms();
+    if (live || now - shown > 5000) {
+      shown = now;
+      printf("%sfuzz: %lld cases, %.1f cases/s, %d failed, %.0f s left%s", live ? "\r\033[K" : "",
+             done, done / ((now - t0) / 1000), failed, now < end ? (end - now) / 1000 : 0.0,
+             live ? "" : "\n");
+      fflush(stdout);
+    }
+  }
+  if (rc < 0) {
+    tbe_status s = db_run_end(d, run);
+    if (s.code != TBE_OK) {
+      fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+      rc = 3;
+    }
+  }
+  if (rc < 0) {
+    printf("%srun %lld: %lld cases in %.0f s, %d failed (shrunk reproducers above); results in %s\n",
+           live ? "\r\033[K" : "", (long long)run, done, (eng_now_ms() - t0) / 1000, failed,
+           o.db_path);
+    rc = failed ? 1 : 0;
+  }
+  free(t.hash);
+  free(t.count);
+  eng_close(x);
+  db_close(d);
+  return rc;
+}

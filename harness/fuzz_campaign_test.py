@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""fuzz_campaign_test.py: tests of `tbecheck fuzz`: a clean campaign stores every case with its
+canonical text; with a planted fault (--inject-fault) every failure is shrunk to a smaller case
+that still fails the same comparison, is listed by `list --failed`, and `replay` reproduces it.
+Not the CLI tests of the other commands (cli_test.py).
+
+usage: fuzz_campaign_test.py TBECHECK WORKDIR     exit 0 pass, 1 fail, 77 skip (no NumPy)
+"""
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
+
+
+def tb(*args):
+    r = subprocess.run([TB, *args], capture_output=True, text=True, env=ENV)
+    return r.returncode, r.stdout, r.stderr
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+
+
+TB, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+# bad usage
+for bad in (["--seconds", "0"], ["--seconds", "x"], ["--bogus"], ["extra"]):
+    rc, out, err = tb("fuzz", *bad, "--db", os.path.join(work, "bad.db"))
+    check(rc == 2 and "usage" in err, f"fuzz {bad}: exit {rc}\n{err}")
+
+# a clean campaign: every case stored, canonical, with a progress line
+db = os.path.join(work, "clean.db")
+rc, out, err = tb("fuzz", "--seconds", "4", "--seed", "5", "--engines", "ref", "--db", db)
+check(rc == 0, f"clean campaign: exit {rc}\n{out}\n{err}")
+check(re.search(r"run 1: (\d+) cases", out), f"no summary line\n{out}")
+with sqlite3.connect(db) as c:
+    cases = [t for (t,) in c.execute("SELECT canonical FROM cases")]
+check(len(cases) >= 2, f"only {len(cases)} cases stored")
+for t in cases[:20]:
+    rc, out2, err2 = tb("replay", t, "--engines", "ref")
+    check(rc == 0 and t in out2, f"replay of stored case '{t}': exit {rc}\n{err2}")
+
+# a planted fault: one ulp on the oracle's first output element
+fault = ["--engines", "ref,oracle", "--inject-fault", "oracle:output@0"]
+db = os.path.join(work, "fault.db")
+rc, out, err = tb("fuzz", "--seconds", "60", "--max-cases", "2", "--seed", "3", *fault,
+                  "--db", db)
+if "engine oracle: skip" in out:
+    print("SKIP: the oracle cannot run here (NumPy missing); the planted fault needs it")
+    sys.exit(77)
+check(rc == 1, f"planted fault: exit {rc}, expected 1\n{out}\n{err}")
+pairs = re.findall(r"FAIL  case (\d+) +(.*)\n.*\n      shrunk in \d+ tries \(\d+ kept\) to case "
+                   r"(\d+): (.*)", out)
+check(len(pairs) == 2, f"expected 2 shrunk failures\n{out}")
+with sqlite3.connect(db) as c:
+    def elements(case_id):
+        return c.execute("SELECT elements FROM results WHERE case_id = ? AND engine = 'oracle' "
+                         "AND path = 'forward' AND output = 'output'", (case_id,)).fetchone()[0]
+    for orig_id, orig, small_id, small in pairs:
+        check(elements(int(small_id)) < elements(int(orig_id)),
+              f"'{small}' is not smaller than '{orig}'")
+        check(len(small.split()) < len(orig.split()), f"'{small}' has no fewer keys than '{orig}'")
+rc, out, err = tb("list", "--failed", "--db", db)
+for _, _, _, small in pairs:
+    check(small[:40] in out, f"list --failed does not show '{small}'\n{out}")
+    rc, out2, err2 = tb("replay", small, *fault)
+    check(rc == 1 and re.search(r"oracle:ref +forward +output +bitwise +fail", out2),
+          f"replay '{small}' does not fail the same comparison: exit {rc}\n{out2}")
+print("pass")
