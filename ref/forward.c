@@ -281,10 +281,12 @@ static void pooled_bag(const forward_call *f, int64_t i, double *scratch, lookah
     for (int32_t d = 0; d < D; d++)
       store_double(f->out, b->out_dtype, o + d, scratch[d]);
   } else {
-    float *acc = (float *)scratch;
+    /* an fp32 output takes the fp32 sums as they are: summed in place, no copy */
+    int in_place = b->out_dtype == TBE_FP32;
+    float *acc = in_place ? (float *)f->out + o : (float *)scratch;
     bag_fp16(b, start, end, (const uint16_t *)b->weights + b->table_offset[j], D, acc, f->sum16,
              ahead);
-    for (int32_t d = 0; d < D; d++)
+    for (int32_t d = 0; !in_place && d < D; d++)
       store_float(f->out, b->out_dtype, o + d, acc[d]);
   }
 }
