@@ -5,12 +5,14 @@
  * Effective GB/s = (B*T*L*D*weight_bytes + B*total_D*out_bytes) / time, the FBGEMM convention;
  * the copy ceiling counts bytes read + written of a 4 GiB device-to-device cudaMemcpy. Times are
  * medians of 20 CUDA-event timings after warm-up; inputs are several times the 50 MB L2.
+ * With --db PATH the figures are also recorded as perf rows (bench_db.h), for the report.
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_db.h"
 #include "bounds.h"
 #include "case.h"
 #include "compare.h"
@@ -37,11 +39,12 @@ static const shape shapes[] = {
   {"S1", "T=1 B=65536 E=50 D=128 L=128 wdtype=fp16 bounds=none seed=5", 1, 65536, 128, 128},
 };
 
-static double gbps(const shape *s, double ms)
+static double declared_bytes(const shape *s)
 {
-  double bytes = s->B * s->T * s->L * s->D * 2 + s->B * s->T * s->D * 4;
-  return bytes / (ms * 1e-3) / 1e9;
+  return s->B * s->T * s->L * s->D * 2 + s->B * s->T * s->D * 4;
 }
+
+static double gbps(const shape *s, double ms) { return declared_bytes(s) / (ms * 1e-3) / 1e9; }
 
 static float median_forward(gpu_session *g, tbe_bounds_mode mode, const gpu_fwd_config *cfg,
                             int bounds_only)
@@ -91,7 +94,7 @@ static int64_t mismatches(const tbe_batch *b, const tbe_layout *l, const void *g
   return r.violations;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
   char desc[256];
   tbe_status st = gpu_probe(desc, sizeof desc);
@@ -99,6 +102,7 @@ int main(void)
     printf("SKIP: %s\n", st.message);
     return 0;
   }
+  bench_db *rec = bench_db_open(argc, argv, "gpu_forward_bench", desc);
   double copy;
   st = gpu_copy_ceiling((size_t)4 << 30, REPS, &copy);
   if (st.code != TBE_OK) {
@@ -144,6 +148,15 @@ int main(void)
            gbps(s, ours), ceil_ms, gbps(s, ceil_ms), ceil_ms / ours,
            bad ? "MISMATCH" : "bit-exact", cbad ? "MISMATCH" : "bit-exact");
     fflush(stdout);
+    bench_db_figure(rec, s->name, s->text, "gpu:forward", NULL, ours, declared_bytes(s), copy);
+    bench_db_figure(rec, s->name, s->text, "ceiling:gather", NULL, ceil_ms, declared_bytes(s),
+                    copy);
+    for (int v = 0; v < NSWEEP; v++) {
+      char config[32];
+      snprintf(config, sizeof config, "bags=%d width=%d", sweep[v].bags, sweep[v].width);
+      bench_db_figure(rec, s->name, s->text, "gpu:forward", config, swept[k][v],
+                      declared_bytes(s), copy);
+    }
     tbe_layout_free(&l);
     tbe_batch_free(&b);
     case_free(c);
@@ -202,6 +215,8 @@ int main(void)
            (int)s.L, tc, gbps(&s, tc), generic, tc / generic,
            (long long)outside, (long long)l.out_elems, worst,
            100.0 * (double)same / (double)l.out_elems);
+    bench_db_figure(rec, k ? "S1-L256" : "S1", small_shapes[k], "gpu:forward.small", NULL, tc,
+                    declared_bytes(&s), copy);
     free(model);
     free(exact);
     free(bound);
@@ -249,5 +264,6 @@ int main(void)
     tbe_batch_free(&b);
     case_free(c);
   }
+  bench_db_close(rec);
   return 0;
 }

@@ -7,11 +7,13 @@
  * times, D = 128, fp16 weights, row-wise Adagrad. Here: 32 tables of 100,000 rows with zipf(0.9)
  * indices (nearly every row is hit, each table's row 0 about 118K times) and table 0's row 0
  * forced to exactly 125,000 lookups. `ref_backward_bench --scale 8` runs 1/8 of the bags (same
- * tables) for a machine that cannot hold the full size; the output says which ran.
+ * tables) for a machine that cannot hold the full size; `--forward-shape` runs the batch of
+ * ref_forward_bench (T=8 B=16384 E=1M L=20 uniform, 2.6M lookups) with row-wise Adagrad. The
+ * output says which ran.
  *
  * It validates before it times: the updated rows of a sample (the hottest row, row 0 of every
- * fourth table, the rows of random lookups) must equal, bit for bit, a direct recomputation that scans every lookup
- * in position order (no sort) and applies the optimizer (optimizer.h, tested apart), and the
+ * eighth of the tables, the rows of random lookups) must equal, bit for bit, a direct
+ * recomputation that scans every lookup in position order (no sort) and applies the optimizer (optimizer.h, tested apart), and the
  * result must be the same at 1 and 2 threads. Each timed run starts from the same weights and
  * momentum; the table shows the run with the median total of REPS at each thread count.
  */
@@ -29,6 +31,8 @@
 #define BENCH_CASE                                                                           \
   "T=32 B=%d E=100000 D=128 L=20 dist=zipf:0.9 hot=0:0:%d wdtype=fp16 idx=int32 bounds=none " \
   "opt=rowwise_adagrad seed=1"
+#define FORWARD_CASE                                                                        \
+  "T=8 B=16384 E=1000000 D=128 L=20 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=1"
 #define FULL_B 131072
 #define HOT_SL 125000
 #define SAMPLES 12
@@ -105,7 +109,7 @@ static int validate(const tbe_batch *b, const tbe_layout *l, const ref_bwd_confi
   int64_t rows[SAMPLES];
   int n = 0;
   for (int32_t j = 0; j < 8; j++, n++) {
-    tables[n] = j * 4;
+    tables[n] = j * b->num_tables / 8;
     rows[n] = 0;
   }
   for (uint64_t s = 0x5EED; n < SAMPLES; n++) {
@@ -176,21 +180,26 @@ int main(int argc, char **argv)
 #ifndef NDEBUG
   printf("note: not a release build (NDEBUG unset); use the release preset for real numbers\n");
 #endif
-  int scale = 1;
+  int scale = 1, fwd_shape = argc == 2 && !strcmp(argv[1], "--forward-shape");
   if (argc == 3 && !strcmp(argv[1], "--scale"))
     scale = atoi(argv[2]);
-  if (scale < 1 || (argc != 1 && argc != 3)) {
-    fprintf(stderr, "usage: ref_backward_bench [--scale K]   (1/K of the bags; default 1)\n");
+  if (scale < 1 || (argc != 1 && argc != 3 && !fwd_shape)) {
+    fprintf(stderr, "usage: ref_backward_bench [--scale K | --forward-shape]   (1/K of the bags, "
+                    "default 1; or ref_forward_bench's shape)\n");
     return 2;
   }
   char text[512];
-  snprintf(text, sizeof text, BENCH_CASE, FULL_B / scale, HOT_SL / scale);
+  if (fwd_shape)
+    snprintf(text, sizeof text, FORWARD_CASE);
+  else
+    snprintf(text, sizeof text, BENCH_CASE, FULL_B / scale, HOT_SL / scale);
   tbe_case *c;
   tbe_status s = case_parse(text, &c);
   if (s.code != TBE_OK)
     die_status("case_parse", s);
   case_format(c, text, sizeof text);
-  printf("case: %s (%s)\n", text, scale == 1 ? "full scale" : "reduced scale");
+  printf("case: %s (%s)\n", text, fwd_shape ? "the forward's shape" : scale == 1 ? "full scale"
+                                                                            : "reduced scale");
   tbe_batch b;
   tbe_layout l;
   void *grad;

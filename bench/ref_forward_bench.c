@@ -6,6 +6,7 @@
  * and the output must be the same at every thread count. Declared bytes, as PyTorch's
  * embedding_bag benchmarks count them: (rows read + bags written) * D * 2 bytes, i.e.
  * (N*D + total_B*D) * 2 with N = B*T*L. Times are medians of several repetitions, GB = 1e9 bytes.
+ * With --db PATH the figures are also recorded as perf rows (bench_db.h), for the report.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include <omp.h>
 
+#include "bench_db.h"
 #include "case.h"
 #include "forward.h"
 #include "half.h"
@@ -124,8 +126,9 @@ static double time_memcpy(char *dst, const char *src, int threads)
   return median(t, REPS);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+  bench_db *rec = bench_db_open(argc, argv, "ref_forward_bench", NULL);
 #ifndef NDEBUG
   printf("note: not a release build (NDEBUG unset); use the release preset for real numbers\n");
 #endif
@@ -199,7 +202,12 @@ int main(void)
            copied * gb / t_cpy[n - 1]);
     printf("%-44s %7d %9.1f %8.2f\n", "memcpy 1 GiB, bytes read+written / time", n,
            t_cpy[n - 1] * 1e3, 2.0 * copied * gb / t_cpy[n - 1]);
+    char config[32];
+    snprintf(config, sizeof config, "threads=%d", n);
+    bench_db_figure(rec, "ref-fp16-sum", BENCH_CASE, "ref:forward", config, t_fwd[n - 1] * 1e3,
+                    bytes, 2.0 * copied * gb / t_cpy[n - 1]);
   }
+  bench_db_close(rec);
 
   free(out);
   free(first);

@@ -83,7 +83,11 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
       if (key != (uint64_t)w.sentinel) {
         table = key_table(w, key);
         const int32_t len = w.run_len[r];
+#if defined(TBE_FAULT_THRESHOLD_GT) /* planted: SL == threshold counted short */
+        if (len <= w.threshold) {
+#else
         if (len < w.threshold) {
+#endif
           k = w.bucket ? bucket_of(w.b.D[table]) : wide;
           mine.s[k] = 1;
           kind = 1;
@@ -105,10 +109,13 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
       base.c = total.c ? atomicAdd(&w.counts->chunks, total.c) : 0;
     }
     __syncthreads();
-    if (kind == 1)
-      w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = {(int32_t)r, table};
-    else if (kind == 2)
-      w.longs[base.l + excl.l] = {(int32_t)r, table, (int32_t)(base.c + excl.c), chunks};
+    if (kind) {
+      const bwd_run run = {w.run_start[r], w.run_len[r], table, 0, bwd_key(w, r)};
+      if (kind == 1)
+        w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = run;
+      else
+        w.longs[base.l + excl.l] = {run, (int32_t)(base.c + excl.c), chunks};
+    }
     __syncthreads();
   }
 }
@@ -214,8 +221,14 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.chunk = (int32_t)std::min<int64_t>(cfg->chunk, INT32_MAX);
   w.atomic = cfg->combine == REF_COMBINE_ATOMIC;
   w.bucket = !(gc && gc->no_bucket);
+  w.short_width = gc ? gc->short_width : 0;
+  w.long_width = gc ? gc->long_width : 0;
   g->fused = !(gc && gc->long_mode == GPU_LONG_ACCUM);
   w.max_D = l->max_D;
+  w.vec = 4;
+  for (int32_t j = 0; j < h->num_tables; j++)
+    if (h->D[j] % 4)
+      w.vec = 1; /* vector loads need every row, slice and table to start at a multiple of 4 */
   const ref_opt_config &o = cfg->opt;
   w.opt = {o.kind, o.wd, o.lr, o.eps, o.lambda, o.sr, (uint32_t)o.seed, (uint32_t)(o.seed >> 32),
            o.step};
@@ -245,7 +258,10 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   BWD_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.run_key));
   BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_len));
   BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_start));
-  BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
+  w.val_bag = h->pool != TBE_POOL_NONE && !h->per_sample_weights;
+  w.B = h->R ? 0 : h->B;
+  if (h->per_sample_weights)
+    BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
   if (w.key64)
     BWD_TRY(gpu_transpose_bytes<uint64_t>(N, bits, &g->t.temp_bytes));
   else
@@ -393,28 +409,35 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   return tbe_ok();
 }
 
-tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
+tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
 {
-  memset(r, 0, sizeof *r);
-  const dev_bwd &w = g->w;
+  memset(st, 0, sizeof *st);
   if (g->timed) {
     GPU_TRY(cudaEventSynchronize(g->ev[5]));
     float ms[5];
     for (int i = 0; i < 5; i++)
       GPU_TRY(cudaEventElapsedTime(&ms[i], g->ev[i], g->ev[i + 1]));
-    r->sort_ms = ms[0];
-    r->classify_ms = ms[1];
-    r->psw_ms = ms[2];
-    r->short_ms = ms[3];
-    r->long_ms = ms[4];
-    r->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
+    st->sort_ms = ms[0];
+    st->classify_ms = ms[1];
+    st->psw_ms = ms[2];
+    st->short_ms = ms[3];
+    st->long_ms = ms[4];
+    st->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
   }
   GPU_TRY(cudaDeviceSynchronize());
   bwd_counts c;
-  GPU_TRY(cudaMemcpy(&c, w.counts, sizeof c, cudaMemcpyDeviceToHost));
-  r->runs = c.num_runs;
-  r->long_runs = c.longs;
-  r->chunks = c.chunks;
+  GPU_TRY(cudaMemcpy(&c, g->w.counts, sizeof c, cudaMemcpyDeviceToHost));
+  st->runs = c.num_runs;
+  st->long_runs = c.longs;
+  st->chunks = c.chunks;
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
+{
+  memset(r, 0, sizeof *r);
+  const dev_bwd &w = g->w;
+  BWD_TRY(gpu_bwd_stats_get(g, &r->stats));
   r->weights = malloc(g->weight_bytes + 1);
   r->momentum = w.momentum ? (float *)malloc(sizeof(float) * (size_t)g->rows + 1) : nullptr;
   r->psw_grad = w.psw_grad ? (float *)malloc(sizeof(float) * (size_t)h->N + 1) : nullptr;

@@ -13,18 +13,18 @@
 #include "dev_batch.cuh"
 #include "optimizer.cuh"
 
-/* Short-run buckets: next_pow2(D) = 1, 2, ..., 2048. Bucket k runs groups of W = min(2^k, 32)
- * lanes with CPL = max(1, 2^k / 32) columns per lane. */
+/* Short-run buckets: next_pow2(D) = 1, 2, ..., 2048 (bwd_shape says how each runs). */
 const int BWD_BUCKETS = 12;
 
-/* A run in a list: its number and its table. */
+/* A run in a list: where its entries start, how many, its table and key. */
 struct bwd_run {
-  int32_t run, table;
+  int32_t start, len, table, pad;
+  uint64_t key;
 };
 
-/* A long run: its number, table, first chunk program and chunks. */
+/* A long run: the run, its first chunk program and chunks. */
 struct bwd_long {
-  int32_t run, table;
+  bwd_run r;
   int32_t chunk0, chunks;
 };
 
@@ -48,12 +48,14 @@ struct dev_bwd {
   const void *grad;            /* [out_elems] grad_output in the output dtype */
   float clip;                  /* > 0: clamp G to [-clip, clip] */
   const int64_t *rows_cumsum;  /* [num_tables + 1] the first key of each table */
-  int32_t *bag_of_pos;         /* [N] bag of each position (-1 outside every bag) */
+  int32_t *bag_of_pos;         /* [N] bag of each position (-1 outside every bag); weighted only */
+  int val_bag;                 /* sorted values are bags (pooled, unweighted), else positions */
+  int32_t B;                   /* bags per feature of a fixed batch (0: VBE) */
   int key64;                   /* keys are uint64 (else uint32) */
   const void *run_key;         /* [N] unique keys of the runs (after the encode) */
   const int32_t *run_len;      /* [N] */
   const int32_t *run_start;    /* [N] exclusive sum of run_len */
-  const int32_t *pos;          /* [N] sorted positions */
+  const int32_t *pos;          /* [N] sorted values: bags or positions (val_bag) */
   bwd_counts *counts;
   bwd_run *shorts;             /* short runs, bucket k at short_base[k] */
   int64_t short_base[BWD_BUCKETS + 1];
@@ -64,6 +66,9 @@ struct dev_bwd {
   int64_t long_cap, chunk_cap;
   int32_t threshold, chunk, max_D;
   int atomic, bucket;
+  int vec;                     /* 4: every D is a multiple of 4 (vector loads), else 1 */
+  int short_width, long_width; /* entries in flight per group: 2, or the shape's U (4 up to 8
+                                  columns per lane) */
   int64_t sentinel;            /* key of positions that make no entry (-1, outside every bag) */
   float *momentum;             /* [rows] or NULL */
   float *psw_grad;             /* [N] or NULL */
@@ -75,7 +80,7 @@ __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
   return w.key64 ? ((const uint64_t *)w.run_key)[r] : ((const uint32_t *)w.run_key)[r];
 }
 
-/* Element offset of G's row for sorted entry position p of bag `bag` (pooled: the bag's slice;
+/* Element offset of G's row for an entry of bag `bag` at position p (pooled: the bag's slice;
  * NONE: the position's row). */
 __device__ __forceinline__ int64_t bwd_g_row(const dev_bwd &w, int32_t bag, int64_t p, int32_t D)
 {
@@ -83,8 +88,8 @@ __device__ __forceinline__ int64_t bwd_g_row(const dev_bwd &w, int32_t bag, int6
     return p * D;
   if (w.b.bag_out)
     return w.b.bag_out[bag];
-  const int32_t t = bag_feature(w.b.B_offsets, w.b.T, bag);
-  return (bag - w.b.B_offsets[t]) * w.b.total_D + w.b.D_offsets[t];
+  const int32_t t = bag / w.B;
+  return (int64_t)(bag - t * w.B) * w.b.total_D + w.b.D_offsets[t];
 }
 
 /* G at element e, with the bag's MEAN scale s (1 when not MEAN). */
@@ -106,43 +111,134 @@ __device__ __forceinline__ float bwd_mean_scale(const dev_bwd &w, int32_t bag)
   return __fdiv_rn(1.0f, __ll2float_rn(L));
 }
 
-/* acc[c] (column lane + W*c) = the sum from +0 of sorted entries [s, e) of a run of a table of
- * width D, in order. A group of W lanes calls it together: it loads W entries' descriptors at
- * once (coalesced), then walks them one by one. */
-template <int W, int CPL>
+/* One sorted entry's contribution source: G's row, the MEAN scale, the per-sample weight. */
+struct bwd_src {
+  int64_t row;
+  float scale, pw;
+};
+
+__device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int64_t k, int32_t D)
+{
+  const int32_t v = w.pos[k];
+  int32_t bag = v;
+  int64_t p = v;
+  if (!w.val_bag)
+    bag = w.b.pool == TBE_POOL_NONE ? 0 : w.bag_of_pos ? w.bag_of_pos[p] : 0;
+  return {bwd_g_row(w, bag, p, D), bwd_mean_scale(w, bag), w.b.psw ? w.b.psw[p] : 0.0f};
+}
+
+/* How a group covers a row of next_pow2(D) = 2^K columns, VEC (1 or 4) consecutive columns per
+ * load: W lanes, CPL chunks per lane; lane l's chunk c holds columns VEC*(l + W*c) + v. Rows of
+ * 4..64 chunks use 16 lanes (two rows per warp), wider ones 32. */
+template <int VEC, int K> struct bwd_shape {
+  static constexpr int P = 1 << K;
+  static constexpr int CH = VEC == 1 ? P : (P / 4 > 0 ? P / 4 : 1);
+  static constexpr int W = VEC == 1 ? (CH < 32 ? CH : 32) : (CH <= 16 ? CH : CH <= 64 ? 16 : 32);
+  static constexpr int CPL = CH / W;
+  static constexpr int COLS = CPL * VEC; /* columns per lane */
+  static constexpr int U = COLS <= 8 ? 4 : COLS <= 16 ? 2 : 1; /* entries in flight (policy) */
+};
+
+/* VEC consecutive values of G from element e (aligned to VEC when VEC = 4), with the scale. */
+template <int VEC>
+__device__ __forceinline__ void bwd_load_g(const dev_bwd &w, int64_t e, float sc, float (&x)[VEC])
+{
+  if (VEC == 4 && w.b.out_dtype == TBE_FP32) {
+    const float4 f = __ldg((const float4 *)((const float *)w.grad + e));
+    x[0] = f.x;
+    x[1] = f.y;
+    x[2] = f.z;
+    x[3] = f.w;
+  } else if (VEC == 4) {
+    const uint2 u = __ldg((const uint2 *)((const uint16_t *)w.grad + e));
+    x[0] = dev_from_16((uint16_t)u.x, w.b.out_dtype);
+    x[1 % VEC] = dev_from_16((uint16_t)(u.x >> 16), w.b.out_dtype);
+    x[2 % VEC] = dev_from_16((uint16_t)u.y, w.b.out_dtype);
+    x[3 % VEC] = dev_from_16((uint16_t)(u.y >> 16), w.b.out_dtype);
+  } else {
+    x[0] = w.b.out_dtype == TBE_FP32 ? __ldg((const float *)w.grad + e)
+                                     : dev_from_16(__ldg((const uint16_t *)w.grad + e), w.b.out_dtype);
+  }
+#pragma unroll
+  for (int v = 0; v < VEC; v++) {
+    float y = x[v];
+    if (w.clip > 0.0f)
+      y = y > w.clip ? w.clip : y < -w.clip ? -w.clip : y;
+    x[v] = w.b.pool == TBE_POOL_MEAN ? __fmul_rn(y, sc) : y;
+  }
+}
+
+/* acc = the sum from +0 of sorted entries [s, e) of a run of a table of width D, in order, per
+ * column. A group of W lanes calls it together: it loads W entries' sources at once
+ * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. */
+template <int W, int CPL, int VEC, int U>
 __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int32_t D,
-                                        float (&acc)[CPL], int lane, unsigned mask)
+                                        float (&acc)[CPL][VEC], int lane, unsigned mask)
 {
 #pragma unroll
   for (int c = 0; c < CPL; c++)
-    acc[c] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+      acc[c][v] = 0.0f;
   const bool weighted = w.b.psw != nullptr;
   for (int64_t k0 = s; k0 < e; k0 += W) {
-    int64_t row = 0;
-    float scale = 1.0f, pw = 0.0f;
-    if (k0 + lane < e) {
-      const int32_t p = w.pos[k0 + lane];
-      const int32_t bag = w.bag_of_pos[p];
-      row = bwd_g_row(w, bag, p, D);
-      scale = bwd_mean_scale(w, bag);
-      if (weighted)
-        pw = w.b.psw[p];
-    }
+    bwd_src mine = {0, 1.0f, 0.0f};
+    if (k0 + lane < e)
+      mine = bwd_entry(w, k0 + lane, D);
     const int n = (int)min((int64_t)W, e - k0);
-    for (int i = 0; i < n; i++) {
-      const int64_t r = __shfl_sync(mask, row, i, W);
-      const float sc = __shfl_sync(mask, scale, i, W);
-      const float pwi = __shfl_sync(mask, pw, i, W);
+    for (int i = 0; i < n; i += U) {
+      float x[U][CPL][VEC], pw[U];
 #pragma unroll
-      for (int c = 0; c < CPL; c++) {
-        const int d = lane + W * c;
-        if (d < D) {
-          const float v = bwd_g(w, r + d, sc);
-          acc[c] = weighted ? __fmaf_rn(pwi, v, acc[c]) : __fadd_rn(acc[c], v);
-        }
+      for (int u = 0; u < U; u++) {
+        const int src = i + u < n ? i + u : i;
+        const int64_t r = __shfl_sync(mask, mine.row, src, W);
+        const float sc = __shfl_sync(mask, mine.scale, src, W);
+        pw[u] = __shfl_sync(mask, mine.pw, src, W);
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+          if (VEC * (lane + W * c) < D && i + u < n)
+            bwd_load_g<VEC>(w, r + VEC * (lane + W * c), sc, x[u][c]);
       }
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (i + u < n)
+#pragma unroll
+          for (int c = 0; c < CPL; c++)
+#pragma unroll
+            for (int v = 0; v < VEC; v++)
+              acc[c][v] = weighted ? __fmaf_rn(pw[u], x[u][c][v], acc[c][v])
+                                   : __fadd_rn(acc[c][v], x[u][c][v]);
     }
   }
+}
+
+/* Calls f(integral_constant VEC, integral_constant K) for the bucket k of a call's VEC. */
+template <int V> struct bwd_ic {
+  static constexpr int value = V;
+};
+template <int VEC, typename F> void bwd_dispatch_k(int k, F &&f)
+{
+  switch (k) {
+  case 0: f(bwd_ic<VEC>(), bwd_ic<0>()); break;
+  case 1: f(bwd_ic<VEC>(), bwd_ic<1>()); break;
+  case 2: f(bwd_ic<VEC>(), bwd_ic<2>()); break;
+  case 3: f(bwd_ic<VEC>(), bwd_ic<3>()); break;
+  case 4: f(bwd_ic<VEC>(), bwd_ic<4>()); break;
+  case 5: f(bwd_ic<VEC>(), bwd_ic<5>()); break;
+  case 6: f(bwd_ic<VEC>(), bwd_ic<6>()); break;
+  case 7: f(bwd_ic<VEC>(), bwd_ic<7>()); break;
+  case 8: f(bwd_ic<VEC>(), bwd_ic<8>()); break;
+  case 9: f(bwd_ic<VEC>(), bwd_ic<9>()); break;
+  case 10: f(bwd_ic<VEC>(), bwd_ic<10>()); break;
+  default: f(bwd_ic<VEC>(), bwd_ic<11>()); break;
+  }
+}
+template <typename F> void bwd_dispatch(int vec, int k, F &&f)
+{
+  if (vec == 4)
+    bwd_dispatch_k<4>(k, f);
+  else
+    bwd_dispatch_k<1>(k, f);
 }
 
 /* The lanes of this thread's group within its warp. */

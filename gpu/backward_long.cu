@@ -9,7 +9,7 @@
  * group, so bit-exact whatever order the chunks ran in. Atomic combine: atomicAdd of every
  * partial into one zeroed row per run, in whatever order the chunks arrive (checked by the
  * bound of ref/backward_exact.c). Long runs of every table go through the widest table's group
- * configuration (they are few; bucketing is for short runs).
+ * shape (they are few; bucketing is for short runs).
  */
 #include <algorithm>
 
@@ -37,119 +37,133 @@ __global__ void expand_kernel(dev_bwd w)
 }
 
 /* Long run i's row gradient from its partials, then its optimizer step (one group). */
-template <int W, int CPL>
-__device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask)
+template <int W, int CPL, int VEC>
+__device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsigned mask)
 {
   const bwd_long L = w.longs[i];
-  const int32_t D = w.b.D[L.table];
-  float g[CPL];
+  const bwd_run &r = L.r;
+  const int32_t D = w.b.D[r.table];
+  const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
+  float *m = w.momentum ? w.momentum + r.key : nullptr;
+  dev_row<W, CPL, VEC> wr;
+  dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
+  float g[CPL][VEC];
 #pragma unroll
   for (int c = 0; c < CPL; c++) {
-    const int d = lane + W * c;
-    if (d >= D)
+    const int d0 = VEC * (lane + W * c);
+    if (d0 >= D)
       continue;
-    if (w.atomic) {
-      g[c] = __ldcg(w.part + i * w.max_D + d);
-    } else {
-      g[c] = __ldcg(w.part + (int64_t)L.chunk0 * w.max_D + d);
-      for (int32_t k = 1; k < L.chunks; k++)
-        g[c] = __fadd_rn(g[c], __ldcg(w.part + (int64_t)(L.chunk0 + k) * w.max_D + d));
-    }
+    const int64_t first = (w.atomic ? i : (int64_t)L.chunk0) * w.max_D + d0;
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+      g[c][v] = __ldcg(w.part + first + v);
+#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the last chunk's partial left out */
+    for (int32_t k = 1; !w.atomic && k < L.chunks - 1; k++)
+#else
+    for (int32_t k = 1; !w.atomic && k < L.chunks; k++)
+#endif
+#pragma unroll
+      for (int v = 0; v < VEC; v++)
+        g[c][v] = __fadd_rn(g[c][v], __ldcg(w.part + (int64_t)(L.chunk0 + k) * w.max_D + d0 + v));
   }
-  const uint64_t key = bwd_key(w, L.run);
-  const int64_t row = (int64_t)(key - (uint64_t)w.rows_cumsum[L.table]);
-  dev_update_row<W, CPL>(w.opt, w.weights, w.b.wdtype, bwd_weight_at(w, L.table, row), D, g,
-                         w.momentum ? w.momentum + key : nullptr, key, lane, mask);
+  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask);
 }
 
-template <int W, int CPL> __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
+template <int W, int CPL, int VEC, int U>
+__global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 {
+  __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
   const int lane = threadIdx.x % W;
   const unsigned mask = bwd_group_mask<W>();
+  float *x = rows[threadIdx.x / W];
   const int64_t n = w.counts->chunks;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   for (int64_t q = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; q < n; q += groups) {
     const bwd_chunk ch = w.chunks[q];
-    const bwd_long L = w.longs[ch.lrun];
-    const int32_t D = w.b.D[L.table];
-    const int64_t s0 = w.run_start[L.run], e0 = s0 + w.run_len[L.run];
-    const int64_t s = s0 + (int64_t)ch.chunk * w.chunk, e = min(e0, s + (int64_t)w.chunk);
-    float acc[CPL];
-    bwd_sum<W, CPL>(w, s, e, D, acc, lane, mask);
+    const bwd_run r = w.longs[ch.lrun].r;
+    const int32_t D = w.b.D[r.table];
+    const int64_t s = (int64_t)r.start + (int64_t)ch.chunk * w.chunk;
+    const int64_t e = min((int64_t)r.start + r.len, s + (int64_t)w.chunk);
+    float acc[CPL][VEC];
+    bwd_sum<W, CPL, VEC, U>(w, s, e, D, acc, lane, mask);
+#if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
+    int early = 0;
+    if (fused && lane == 0)
+      early = atomicSub(w.countdown + ch.lrun, 1) == 1;
+    early = __shfl_sync(mask, early, 0, W);
+#endif
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
-      const int d = lane + W * c;
-      if (d >= D)
+      const int d0 = VEC * (lane + W * c);
+      if (d0 >= D)
         continue;
-      if (w.atomic)
-        atomicAdd(w.part + (int64_t)ch.lrun * w.max_D + d, acc[c]);
-      else
-        w.part[q * w.max_D + d] = acc[c];
+#pragma unroll
+      for (int v = 0; v < VEC; v++) {
+        if (w.atomic)
+          atomicAdd(w.part + (int64_t)ch.lrun * w.max_D + d0 + v, acc[c][v]);
+        else
+          w.part[q * w.max_D + d0 + v] = acc[c][v];
+      }
     }
     if (!fused)
       continue;
+#if !defined(TBE_FAULT_FUSED_NO_FENCE) /* planted: the partial may not be visible to the last */
     __threadfence();
+#endif
     __syncwarp(mask);
     int last = 0;
+#if defined(TBE_FAULT_COUNTDOWN_FIRST)
+    last = early;
+#else
     if (lane == 0)
       last = atomicSub(w.countdown + ch.lrun, 1) == 1;
+#endif
     last = __shfl_sync(mask, last, 0, W);
     if (last) {
       __threadfence();
-      apply_run<W, CPL>(w, ch.lrun, lane, mask);
+      apply_run<W, CPL, VEC>(w, ch.lrun, x, lane, mask);
     }
   }
 }
 
-template <int W, int CPL> __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
+template <int W, int CPL, int VEC> __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
 {
+  __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
   const int lane = threadIdx.x % W;
   const unsigned mask = bwd_group_mask<W>();
   const int64_t n = w.counts->longs;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   for (int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; i < n; i += groups)
-    apply_run<W, CPL>(w, i, lane, mask);
-}
-
-template <int W, int CPL> void launch(const dev_bwd &w, int fused, cudaStream_t stream)
-{
-  const int per = BLOCK / W;
-  const int64_t cap = gpu_bwd_max_blocks();
-  const unsigned cblocks = (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
-  chunk_kernel<W, CPL><<<std::max(cblocks, 1u), BLOCK, 0, stream>>>(w, fused);
-  if (!fused) {
-    const unsigned ablocks = (unsigned)std::min<int64_t>((w.long_cap + per - 1) / per, cap);
-    apply_kernel<W, CPL><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);
-  }
+    apply_run<W, CPL, VEC>(w, i, rows[threadIdx.x / W], lane, mask);
 }
 
 } // namespace
 
-/* The widest table's bucket k decides the group configuration of every long run. */
+/* The widest table's bucket decides the group shape of every long run. */
 tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
 {
   if (w.long_cap == 0)
     return tbe_ok();
-  const unsigned eblocks = (unsigned)std::min<int64_t>(w.long_cap, gpu_bwd_max_blocks());
-  expand_kernel<<<eblocks, BLOCK, 0, stream>>>(w);
+  const int64_t cap = gpu_bwd_max_blocks();
+  expand_kernel<<<(unsigned)std::min<int64_t>(w.long_cap, cap), BLOCK, 0, stream>>>(w);
   GPU_TRY(cudaGetLastError());
   int k = 0;
   while ((1 << k) < w.max_D)
     k++;
-  switch (k) {
-  case 0: launch<1, 1>(w, fused, stream); break;
-  case 1: launch<2, 1>(w, fused, stream); break;
-  case 2: launch<4, 1>(w, fused, stream); break;
-  case 3: launch<8, 1>(w, fused, stream); break;
-  case 4: launch<16, 1>(w, fused, stream); break;
-  case 5: launch<32, 1>(w, fused, stream); break;
-  case 6: launch<32, 2>(w, fused, stream); break;
-  case 7: launch<32, 4>(w, fused, stream); break;
-  case 8: launch<32, 8>(w, fused, stream); break;
-  case 9: launch<32, 16>(w, fused, stream); break;
-  case 10: launch<32, 32>(w, fused, stream); break;
-  default: launch<32, 64>(w, fused, stream); break;
-  }
+  bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
+    constexpr int VEC = decltype(vec)::value;
+    typedef bwd_shape<VEC, decltype(kk)::value> S;
+    const int per = BLOCK / S::W;
+    const unsigned cblocks = (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
+    if (w.long_width == 2 && S::U > 2)
+      chunk_kernel<S::W, S::CPL, VEC, 2><<<std::max(cblocks, 1u), BLOCK, 0, stream>>>(w, fused);
+    else
+      chunk_kernel<S::W, S::CPL, VEC, S::U><<<std::max(cblocks, 1u), BLOCK, 0, stream>>>(w, fused);
+    if (!fused) {
+      const unsigned ablocks = (unsigned)std::min<int64_t>((w.long_cap + per - 1) / per, cap);
+      apply_kernel<S::W, S::CPL, VEC><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);
+    }
+  });
   GPU_TRY(cudaGetLastError());
   return tbe_ok();
 }

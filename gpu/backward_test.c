@@ -101,7 +101,7 @@ static int repeat_test(const char *text, int reps)
     return 1;
   gpu_session *s;
   tbe_status st = gpu_session_open(&r.b, &r.l, &s);
-  gpu_bwd_config gc = {GPU_LONG_FUSED, 0};
+  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED};
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, r.bwd.cfg, &gc, r.bwd.grad_output, r.bwd.momentum);
   int fail = st.code != TBE_OK, launches = 0;
@@ -124,7 +124,7 @@ static int repeat_test(const char *text, int reps)
     char what[64];
     snprintf(what, sizeof what, "launch %d", i + 1);
     fail |= same_bits(what, &r, &f, &g);
-    chunks = g.chunks;
+    chunks = g.stats.chunks;
     launches++;
     gpu_fwd_result_free(&f);
     gpu_bwd_result_free(&g);
@@ -151,7 +151,7 @@ static int graph_test(const char *a, const char *b)
   }
   gpu_session *s;
   gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO};
-  gpu_bwd_config gc = {GPU_LONG_FUSED, 0};
+  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED};
   tbe_status st = gpu_session_open(&ra.b, &ra.l, &s);
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, ra.bwd.cfg, &gc, ra.bwd.grad_output, ra.bwd.momentum);

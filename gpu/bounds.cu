@@ -4,8 +4,9 @@
  *
  * Determinism: the repaired arrays are a pure function of the inputs (the prefix max is exact
  * integer arithmetic, each index is written by one thread); the counter is an integer sum of
- * atomics; FATAL's offender is an atomicMin over bag and position numbers. So every output equals
- * the reference's, run to run.
+ * atomics; FATAL's offender is an atomicMin over bag and position numbers, named (feature, bag,
+ * position, value) by offender_kernel from the device's inputs. So every output equals the
+ * reference's, run to run.
  */
 #include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -89,6 +90,47 @@ __global__ void check_indices_kernel(dev_batch b, dev_bounds *s, int repair)
     invalid += __shfl_xor_sync(0xffffffffu, invalid, o);
   if (lane == 0 && invalid)
     atomicAdd(&s->counter, invalid);
+}
+
+/* One thread: FATAL's first offender named from the device's own state and inputs (FATAL
+ * repairs nothing, so the offsets and indices are the originals): an offset offender is (the
+ * bag's feature, or -1 for the last offset; the bag; position = the bag; its start offset), an
+ * index offender (feature, the last bag whose start <= p, p, the index). */
+__global__ void offender_kernel(dev_batch b, const dev_bounds *s, dev_offender *o)
+{
+  dev_offender r = {0, 0, 0, 0, 0};
+  if (s->first_bad_bag != ~0ull) {
+    const int64_t bag = (int64_t)s->first_bad_bag;
+    r.kind = 1;
+    r.feature = bag == b.total_B ? -1 : bag_feature(b.B_offsets, b.T, bag);
+    r.bag = bag;
+    r.position = bag;
+    r.value = ld_index_rw(b.offsets, b.itype, bag);
+  } else if (s->first_bad_index != ~0ull) {
+    const int64_t p = (int64_t)s->first_bad_index;
+    int64_t lo = 0, hi = b.total_B - 1; /* the offsets are valid: an index is the offender */
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (ld_index_rw(b.offsets, b.itype, mid) <= p)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    r.kind = 2;
+    r.feature = bag_feature(b.B_offsets, b.T, lo);
+    r.bag = lo;
+    r.position = p;
+    r.value = ld_index_rw(b.indices, b.itype, p);
+  }
+  *o = r;
+}
+
+tbe_status gpu_bounds_offender(const dev_batch &b, const dev_bounds *d_state,
+                               dev_offender *d_offender, cudaStream_t stream)
+{
+  offender_kernel<<<1, 1, 0, stream>>>(b, d_state, d_offender);
+  GPU_TRY(cudaGetLastError());
+  return tbe_ok();
 }
 
 tbe_status gpu_bounds_offsets(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,

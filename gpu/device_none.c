@@ -92,10 +92,10 @@ tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
   return NO_CUDA;
 }
 
-tbe_status gpu_session_backward(gpu_session *s, float *ms)
+tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
 {
   (void)s;
-  (void)ms;
+  (void)st;
   return NO_CUDA;
 }
 

@@ -1,6 +1,8 @@
 /* engine.cu: the GPU engine's sessions behind gpu_run: uploads a batch, poisons the output
  * between guard regions, runs the bounds check, the forward and the backward on one stream,
- * times them, captures them in a CUDA graph, and copies everything back.
+ * times them, captures them in a CUDA graph, and copies everything back; gpu_run then runs the
+ * forward again over another poison and counts what differs (an unwritten element, or a
+ * nondeterministic one). It holds the small-table path's policy (the GPU's choice alone).
  * Not a kernel file: the kernels are in bounds.cu, forward*.cu, transpose.cu and backward*.cu.
  */
 #include <cstdlib>
@@ -8,7 +10,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "bounds.h"
 #include "forward_small.h"
 #include "cuda_check.h"
 #include "gpu_internal.h"
@@ -17,6 +18,12 @@ namespace {
 
 const size_t GUARD = 4096;          /* bytes before and after the output */
 const unsigned char POISON = 0xFF;  /* 0xFFFF.. is a NaN in fp32, fp16 and bf16 */
+const unsigned char POISON2 = 0x7B; /* the rerun's: 0x7B7B.. is finite in fp32, fp16 and bf16, so
+                                     * an unwritten element differs from a NaN reference too */
+/* Mean bag length from which fwd.small=auto takes the path: measured on the H200 (S1 shape,
+ * bench/RESULTS.md), it is 1.05x slower than the generic path at L = 128 and 0.72x at 256. The
+ * GPU's choice alone: it reports it in gpu_fwd_result.small_mask, which the harness reads. */
+const double SMALL_AUTO_L = 256;
 
 /* Device allocations of one run, freed together. */
 struct dev_arena {
@@ -94,6 +101,8 @@ struct gpu_session {
   void *pristine_indices, *pristine_offsets, *pristine_psw;
   void *guarded;
   dev_bounds *state;
+  dev_offender *offender;
+  unsigned char poison; /* the byte the output and guards are filled with before a forward */
   cudaStream_t stream;
   cudaEvent_t ev[2];
   tbe_bounds_mode mode;
@@ -111,11 +120,29 @@ static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
          a.small == b.small;
 }
 
+/* Which features take the small-table path: with fwd.small=on every eligible one
+ * (ref_small_eligible), with auto those whose mean bag length on the offsets as given reaches
+ * SMALL_AUTO_L, with off none. */
+static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode m,
+                         std::vector<unsigned char> &small)
+{
+  small.assign(h->T, 0);
+  for (int32_t t = 0; m != GPU_SMALL_OFF && t < h->T; t++) {
+    const int64_t b0 = l->B_offsets[t], b1 = l->B_offsets[t + 1];
+    const double mean_L =
+        b1 > b0 ? (double)(tbe_iget(h->offsets, h->itype, b1) - tbe_iget(h->offsets, h->itype, b0)) /
+                      (double)(b1 - b0)
+                : 0.0;
+    small[t] = ref_small_eligible(h, t) && (m == GPU_SMALL_ON || mean_L >= SMALL_AUTO_L);
+  }
+}
+
 /* The plan of cfg (NULL: the defaults), made on first use: which features take the small-table
- * path (ref_small_choose under the configured mode, on the pristine offsets) and the rest's
- * gather launches. */
+ * path (choose_small under the configured mode, on the pristine offsets) and the rest's
+ * gather launches. TBE_EINVAL for a configuration the kernels do not have. */
 static tbe_status plan_for(gpu_session *s, const gpu_fwd_config *cfg, const fwd_plan **out)
 {
+  TRY(gpu_forward_check_config(cfg));
   const gpu_fwd_config c = cfg ? *cfg : gpu_fwd_config{};
   for (const fwd_plan &p : s->plans)
     if (same_cfg(p.cfg, c)) {
@@ -125,9 +152,7 @@ static tbe_status plan_for(gpu_session *s, const gpu_fwd_config *cfg, const fwd_
   const tbe_batch *h = s->h;
   fwd_plan p;
   p.cfg = c;
-  p.small.assign(h->T, 0);
-  if (c.small != GPU_SMALL_OFF)
-    ref_small_choose(h, s->l, c.small == GPU_SMALL_ON, p.small.data());
+  choose_small(h, s->l, c.small, p.small);
   std::vector<int32_t> features;
   for (int32_t t = 0; t < h->T; t++) {
     if (!p.small[t]) {
@@ -183,6 +208,8 @@ static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_sess
   TRY(arena.alloc(s->out_bytes + 2 * GUARD, &s->guarded));
   b.out = (char *)s->guarded + GUARD;
   TRY(arena.alloc(sizeof(dev_bounds), (void **)&s->state));
+  TRY(arena.alloc(sizeof(dev_offender), (void **)&s->offender));
+  s->poison = POISON;
   b.N = h->N;
   b.total_B = l->total_B;
   b.total_D = l->total_D;
@@ -230,7 +257,7 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
                           cudaMemcpyDeviceToDevice, stream));
   GPU_TRY(cudaMemcpyAsync(b.offsets, s->pristine_offsets, isz * (size_t)(b.total_B + 1),
                           cudaMemcpyDeviceToDevice, stream));
-  GPU_TRY(cudaMemsetAsync(s->guarded, POISON, s->out_bytes + 2 * GUARD, stream));
+  GPU_TRY(cudaMemsetAsync(s->guarded, s->poison, s->out_bytes + 2 * GUARD, stream));
   GPU_TRY(cudaMemsetAsync(s->state, 0, sizeof(dev_bounds), stream));
   GPU_TRY(cudaMemsetAsync(&s->state->first_bad_bag, 0xFF, 2 * sizeof(unsigned long long),
                           stream));
@@ -249,6 +276,8 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
                           s->state, stream));
   }
   GPU_TRY(cudaEventRecord(s->ev[1], stream));
+  if (mode == TBE_BOUNDS_FATAL) /* untimed: the offender named from the device's state */
+    TRY(gpu_bounds_offender(b, s->state, s->offender, stream));
   s->mode = mode;
   s->last = &p;
   return tbe_ok();
@@ -282,18 +311,14 @@ extern "C" tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_co
   return gpu_bwd_open(s->h, s->l, s->b, cfg, g, grad_output, momentum, &s->bwd);
 }
 
-extern "C" tbe_status gpu_session_backward(gpu_session *s, float *ms)
+extern "C" tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
 {
   if (!s->bwd || !s->last)
     return tbe_error(TBE_EINVAL, "gpu", -1, "backward before gpu_session_backward_open or the "
                                             "forward");
   TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
-  gpu_bwd_result r;
-  TRY(gpu_bwd_results(s->bwd, s->h, &r));
-  if (ms)
-    *ms = (float)r.ms;
-  gpu_bwd_result_free(&r);
-  return tbe_ok();
+  gpu_bwd_stats local;
+  return gpu_bwd_stats_get(s->bwd, st ? st : &local);
 }
 
 extern "C" tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r)
@@ -359,6 +384,21 @@ extern "C" tbe_status gpu_session_replay(gpu_session *s)
   return tbe_ok();
 }
 
+/* The FATAL status for the offender the GPU named: ref_bounds_offender's fields (feature, bag,
+ * position, value), the GPU's own message. */
+static tbe_status offender_status(const dev_offender &o)
+{
+  const bool index = o.kind == 2;
+  tbe_status st = tbe_error(TBE_EBOUNDS, index ? "indices" : "offsets", o.position,
+                            "the GPU names %s: feature %lld, bag %lld, position %lld, value %lld",
+                            index ? "an index" : "an offset", o.feature, o.bag, o.position,
+                            o.value);
+  st.feature = o.feature;
+  st.bag = o.bag;
+  st.value = o.value;
+  return st;
+}
+
 extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
 {
   const tbe_batch *h = s->h;
@@ -370,10 +410,12 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   GPU_TRY(cudaMemcpy(&got, s->state, sizeof got, cudaMemcpyDeviceToHost));
   r->warnings = s->mode == TBE_BOUNDS_WARNING ? (int64_t)got.counter : 0;
   r->bounds = tbe_ok();
-  if (s->mode == TBE_BOUNDS_FATAL && got.first_bad_bag != ~0ull)
-    r->bounds = ref_bounds_offender(h, l, (int64_t)got.first_bad_bag, -1);
-  else if (s->mode == TBE_BOUNDS_FATAL && got.first_bad_index != ~0ull)
-    r->bounds = ref_bounds_offender(h, l, -1, (int64_t)got.first_bad_index);
+  if (s->mode == TBE_BOUNDS_FATAL) {
+    dev_offender o;
+    GPU_TRY(cudaMemcpy(&o, s->offender, sizeof o, cudaMemcpyDeviceToHost));
+    if (o.kind != 0)
+      r->bounds = offender_status(o);
+  }
   r->out = malloc(s->out_bytes + 1);
   r->indices = malloc(isz * (size_t)h->N + 1);
   r->offsets = malloc(isz * (size_t)(l->total_B + 1));
@@ -391,7 +433,7 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   GPU_TRY(cudaMemcpy(guards.data() + GUARD, (char *)s->b.out + s->out_bytes, GUARD,
                      cudaMemcpyDeviceToHost));
   for (unsigned char c : guards)
-    r->guard_errors += c != POISON;
+    r->guard_errors += c != s->poison;
   for (int32_t t = 0; t < h->T; t++) {
     r->small_mask[t] = s->last ? s->last->small[t] : 0;
     r->small_features += r->small_mask[t];
@@ -418,6 +460,41 @@ extern "C" void gpu_session_close(gpu_session *s)
   delete s;
 }
 
+/* Elements of n of `size` bytes each that differ between a and b. */
+static int64_t differing(const void *a, const void *b, int64_t n, size_t size)
+{
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++)
+    k += memcmp((const char *)a + (size_t)i * size, (const char *)b + (size_t)i * size, size) != 0;
+  return k;
+}
+
+/* Runs the forward of session s again over POISON2 and sets r->rerun_diffs to what differs
+ * from r (the first run's results): out, indices, offsets, the counter and the offender. */
+static tbe_status rerun_forward(gpu_session *s, tbe_bounds_mode mode, const gpu_fwd_config *cfg,
+                                gpu_fwd_result *r)
+{
+  gpu_fwd_result again;
+  s->poison = POISON2;
+  tbe_status st = gpu_session_forward(s, mode, cfg, 0, nullptr);
+  if (st.code == TBE_OK)
+    st = gpu_session_results(s, &again);
+  if (st.code != TBE_OK)
+    return st;
+  const tbe_batch *b = s->h;
+  const size_t isz = tbe_itype_size(b->itype);
+  const tbe_status &x = r->bounds, &y = again.bounds;
+  r->rerun_diffs = differing(r->out, again.out, s->l->out_elems, tbe_dtype_size(b->out_dtype)) +
+                   differing(r->indices, again.indices, b->N, isz) +
+                   differing(r->offsets, again.offsets, s->l->total_B + 1, isz) +
+                   (r->warnings != again.warnings) +
+                   (x.code != y.code || x.feature != y.feature || x.bag != y.bag ||
+                    x.position != y.position || x.value != y.value);
+  r->guard_errors += again.guard_errors;
+  gpu_fwd_result_free(&again);
+  return tbe_ok();
+}
+
 extern "C" tbe_status gpu_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                               const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
                               const gpu_bwd_config *gcfg, const void *grad_output,
@@ -438,6 +515,8 @@ extern "C" tbe_status gpu_run(const tbe_batch *b, const tbe_layout *l, tbe_bound
     st = gpu_session_results(s, fr);
   if (st.code == TBE_OK && bcfg && br)
     st = gpu_session_backward_results(s, br);
+  if (st.code == TBE_OK)
+    st = rerun_forward(s, mode, fcfg, fr);
   gpu_session_close(s);
   return st;
 }

@@ -442,6 +442,24 @@ int64_t target_warps()
 
 } // namespace
 
+tbe_status gpu_forward_check_config(const gpu_fwd_config *cfg)
+{
+  if (!cfg)
+    return tbe_ok();
+  /* a program's bag ends are loaded by its first `bags` lanes (bags <= G, G >= width >= 4), and
+   * launch_width has kernels for 4 and 8 rows in flight only */
+  if (cfg->bags != 0 && cfg->bags != 1 && cfg->bags != 2 && cfg->bags != 4)
+    return tbe_error(TBE_EINVAL, "fwd.bags", -1, "bags per program is %d, not 0 (policy), 1, 2 or 4",
+                     cfg->bags);
+  if (cfg->width != 0 && cfg->width != 4 && cfg->width != 8)
+    return tbe_error(TBE_EINVAL, "fwd.width", -1, "gather width is %d, not 0 (policy), 4 or 8",
+                     cfg->width);
+  if (cfg->small != GPU_SMALL_AUTO && cfg->small != GPU_SMALL_ON && cfg->small != GPU_SMALL_OFF)
+    return tbe_error(TBE_EINVAL, "fwd.small", -1, "small-table mode is %d, not auto, on or off",
+                     (int)cfg->small);
+  return tbe_ok();
+}
+
 /* The launches of one forward configuration, planned once on the host (buckets, grids, the
  * features' descriptions on the device), so that a forward enqueues kernels and nothing else. */
 struct gpu_fwd_plan {

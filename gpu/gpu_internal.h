@@ -24,6 +24,20 @@ tbe_status gpu_bounds_offsets(const dev_batch &b, dev_bounds *d_state, tbe_bound
 tbe_status gpu_bounds_indices(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,
                               cudaStream_t stream);
 
+/* TBE_EINVAL, naming the field, unless cfg (NULL: the policy) holds values the kernels have:
+ * bags 0, 1, 2 or 4 (at most the 4 lanes of the narrowest group), width 0, 4 or 8, small
+ * auto, on or off. */
+tbe_status gpu_forward_check_config(const gpu_fwd_config *cfg);
+
+/* FATAL's first offender as the GPU names it (TBE_SEMANTICS.md 2): kind 0 none, 1 an offset
+ * (bag total_B: the last offset), 2 an index. */
+struct dev_offender {
+  long long kind, feature, bag, position, value;
+};
+/* Writes *d_offender from d_state's first bad bag or position (after the check and forward). */
+tbe_status gpu_bounds_offender(const dev_batch &b, const dev_bounds *d_state,
+                               dev_offender *d_offender, cudaStream_t stream);
+
 /* The generic gather forward's launches for the features in `features` (host array of n ids)
  * under cfg, planned once from the host batch (it uploads the features' descriptions). */
 struct gpu_fwd_plan;
@@ -63,6 +77,9 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
  * found; timed records the phase events. */
 tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
                            cudaStream_t stream);
+/* The last enqueue's times and counts (waits for it). */
+tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st);
+/* The last enqueue's results, copied back. */
 tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r);
 
 #endif

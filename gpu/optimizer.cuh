@@ -97,7 +97,12 @@ __device__ __forceinline__ void dev_store_w(const dev_opt &o, void *w, tbe_dtype
   if (t == TBE_FP32)
     ((float *)w)[e] = v;
   else
+#if defined(TBE_FAULT_SR_SWAP) /* planted: the Philox counter's row and column swapped */
+    ((uint16_t *)w)[e] = o.sr ? dev_sr_round(v, t, dev_sr_draw(o, (int32_t)key, (uint64_t)col))
+                              : dev_to_16(v, t);
+#else
     ((uint16_t *)w)[e] = o.sr ? dev_sr_round(v, t, dev_sr_draw(o, col, key)) : dev_to_16(v, t);
+#endif
 }
 
 /* The butterfly of the 32-lane scheme within a group of W lanes (all W lanes call it). */
@@ -109,52 +114,116 @@ template <int W> __device__ __forceinline__ float dev_lane_butterfly(float s, un
   return s;
 }
 
-/* Updates one row held by a group of W lanes: g[c] is column d = lane + W*c of the row's
- * gradient (CPL columns per lane), D the row's width, w_at the element of its column 0, m the
- * row's momentum (Adagrad; NULL for SGD). Every lane of the group calls it. */
-template <int W, int CPL>
-__device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, tbe_dtype wt,
-                                               int64_t w_at, int32_t D, const float (&g)[CPL],
-                                               float *m, uint64_t key, int lane, unsigned mask)
+/* The 32-lane sum of squares of x[0..D) (a group's row in shared memory): lane l of the W
+ * stands for the scheme's lanes l + W*i; each sums its columns d = lane, lane + 32, ...; the
+ * butterfly's steps o >= W pair lanes within one thread, the rest go through shuffles. Every
+ * lane gets lane 0's result. */
+template <int W>
+__device__ __forceinline__ float dev_sum_squares(const float *x, int32_t D, int lane, unsigned mask)
 {
-  float w[CPL];
+  constexpr int V = 32 / W;
+  float s[V];
 #pragma unroll
-  for (int c = 0; c < CPL; c++) {
-    const int d = lane + W * c;
-    w[c] = d < D ? dev_load_w(weights, wt, w_at + d) : 0.0f;
+  for (int i = 0; i < V; i++) {
+    s[i] = 0.0f;
+    for (int32_t d = lane + W * i; d < D; d += 32)
+      s[i] = __fmaf_rn(x[d], x[d], s[i]);
   }
-  if (o.kind == REF_OPT_SGD) {
 #pragma unroll
-    for (int c = 0; c < CPL; c++)
-      w[c] = __fmaf_rn(-o.lr, g[c], w[c]);
+  for (int o = 16; o >= W; o /= 2) {
+    float t[V];
+#pragma unroll
+    for (int i = 0; i < V; i++)
+      t[i] = __fadd_rn(s[i], s[i ^ (o / W)]);
+#pragma unroll
+    for (int i = 0; i < V; i++)
+      s[i] = t[i];
+  }
+  return __shfl_sync(mask, dev_lane_butterfly<W>(s[0], mask), 0, W);
+}
+
+/* VEC consecutive weights from element e (aligned to VEC when VEC = 4), widened. */
+template <int VEC>
+__device__ __forceinline__ void dev_load_wv(const void *w, tbe_dtype t, int64_t e, float (&x)[VEC])
+{
+  if (VEC == 4 && t == TBE_FP32) {
+    const float4 f = *(const float4 *)((const float *)w + e);
+    x[0] = f.x;
+    x[1 % VEC] = f.y;
+    x[2 % VEC] = f.z;
+    x[3 % VEC] = f.w;
+  } else if (VEC == 4) {
+    const uint2 u = *(const uint2 *)((const uint16_t *)w + e);
+    x[0] = dev_from_16((uint16_t)u.x, t);
+    x[1 % VEC] = dev_from_16((uint16_t)(u.x >> 16), t);
+    x[2 % VEC] = dev_from_16((uint16_t)u.y, t);
+    x[3 % VEC] = dev_from_16((uint16_t)(u.y >> 16), t);
   } else {
-    float s = 0.0f;
+    x[0] = dev_load_w(w, t, e);
+  }
+}
+
+/* A row's weights and momentum, loaded before its gradient is summed (their loads overlap the
+ * sum's). */
+template <int W, int CPL, int VEC> struct dev_row {
+  float w[CPL][VEC];
+  float m;
+  int64_t at; /* element of column 0 */
+};
+
+template <int W, int CPL, int VEC>
+__device__ __forceinline__ void dev_row_load(dev_row<W, CPL, VEC> &r, const void *weights,
+                                             tbe_dtype wt, int64_t at, int32_t D, const float *m,
+                                             int lane)
+{
+  r.at = at;
+  r.m = m ? *m : 0.0f;
 #pragma unroll
-    for (int c = 0; c < CPL; c++) {
-      if (lane + W * c < D) {
-        const float gd = o.wd == REF_WD_L2 ? __fmaf_rn(o.lambda, w[c], g[c]) : g[c];
-        s = __fmaf_rn(gd, gd, s);
-      }
-    }
-    s = dev_lane_butterfly<W>(s, mask);
-    const float mm = __fadd_rn(*m, __fdiv_rn(s, (float)D));
-    const float mu = __fdiv_rn(o.lr, __fadd_rn(__fsqrt_rn(mm), o.eps));
-    const float cw = o.wd == REF_WD_L2         ? __fmaf_rn(-mu, o.lambda, 1.0f)
-                     : o.wd == REF_WD_DECOUPLE ? __fmaf_rn(-o.lr, o.lambda, 1.0f)
-                                               : 1.0f;
+  for (int c = 0; c < CPL; c++)
+    if (VEC * (lane + W * c) < D)
+      dev_load_wv<VEC>(weights, wt, at + VEC * (lane + W * c), r.w[c]);
+}
+
+/* Updates a row held by a group of W lanes: g[c][v] is column VEC*(lane + W*c) + v of the row's
+ * gradient, r its loaded weights and momentum, m where the momentum goes (Adagrad), x D floats
+ * of the group's shared memory. Every lane of the group calls it. */
+template <int W, int CPL, int VEC>
+__device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, tbe_dtype wt,
+                                               int32_t D, const float (&g)[CPL][VEC],
+                                               dev_row<W, CPL, VEC> &r, float *m, uint64_t key,
+                                               float *x, int lane, unsigned mask)
+{
+  float cw = 1.0f, mu = o.lr;
+  if (o.kind == REF_OPT_ROWWISE_ADAGRAD) {
+    __syncwarp(mask); /* the group's last row is read */
 #pragma unroll
     for (int c = 0; c < CPL; c++)
-      w[c] = __fmaf_rn(-mu, g[c], cw == 1.0f ? w[c] : __fmul_rn(cw, w[c]));
+#pragma unroll
+      for (int v = 0; v < VEC; v++) {
+        const int d = VEC * (lane + W * c) + v;
+        if (d < D)
+          x[d] = o.wd == REF_WD_L2 ? __fmaf_rn(o.lambda, r.w[c][v], g[c][v]) : g[c][v];
+      }
     __syncwarp(mask);
+    const float s = dev_sum_squares<W>(x, D, lane, mask);
+    const float mm = __fadd_rn(r.m, __fdiv_rn(s, (float)D));
+    mu = __fdiv_rn(o.lr, __fadd_rn(__fsqrt_rn(mm), o.eps));
+    cw = o.wd == REF_WD_L2         ? __fmaf_rn(-mu, o.lambda, 1.0f)
+         : o.wd == REF_WD_DECOUPLE ? __fmaf_rn(-o.lr, o.lambda, 1.0f)
+                                   : 1.0f;
     if (lane == 0)
       *m = mm;
   }
 #pragma unroll
-  for (int c = 0; c < CPL; c++) {
-    const int d = lane + W * c;
-    if (d < D)
-      dev_store_w(o, weights, wt, w_at + d, w[c], d, key);
-  }
+  for (int c = 0; c < CPL; c++)
+#pragma unroll
+    for (int v = 0; v < VEC; v++) {
+      const int d = VEC * (lane + W * c) + v;
+      if (d < D) {
+        const float nw = __fmaf_rn(-mu, g[c][v], cw == 1.0f ? r.w[c][v] : __fmul_rn(cw, r.w[c][v]));
+        dev_store_w(o, weights, wt, r.at + d, nw, d, key);
+      }
+    }
 }
 
 #endif

@@ -37,15 +37,20 @@ typedef struct {
   tbe_status bounds;   /* TBE_EBOUNDS with the first offender in FATAL mode, else ok */
   double ms;           /* bounds check + forward, CUDA events */
   int small_features;  /* features that took the small-table path */
-  unsigned char *small_mask; /* [T]: 1 where feature t took it (its columns follow the
-                              * tensor-core order: compare by bound, not bit for bit) */
+  unsigned char *small_mask; /* [T]: 1 where feature t took it (the GPU's choice: its columns
+                              * follow the tensor-core order, held to the model and the bound) */
   int guard_errors;    /* elements written outside the output (guard regions) */
+  int64_t rerun_diffs; /* gpu_run: elements (of out, indices, offsets, and the counter
+                        * and offender) that differ in a second run over another poison: an
+                        * unwritten element, or a nondeterministic one; 0 from sessions */
 } gpu_fwd_result;
 
 /* Uploads the batch, runs the bounds check (mode) and the forward (cfg), and copies the results
- * back. The output is poisoned (NaN pattern) before the run, so unwritten elements show up.
- * Returns TBE_ENODEV without a GPU; a FATAL bounds failure is reported in r->bounds, not as the
- * return value. */
+ * back. The output is poisoned (NaN pattern) before the run, so unwritten elements show up; the
+ * forward then runs again over a finite poison, and r->rerun_diffs counts what differs.
+ * A FATAL offender is named by the GPU itself (feature, bag, position, value in r->bounds).
+ * Returns TBE_ENODEV without a GPU, TBE_EINVAL naming the field when cfg holds a value outside
+ * its list above; a FATAL bounds failure is reported in r->bounds, not as the return value. */
 tbe_status gpu_run_forward(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                            const gpu_fwd_config *cfg, gpu_fwd_result *r);
 void gpu_fwd_result_free(gpu_fwd_result *r);
@@ -69,16 +74,23 @@ typedef enum { GPU_LONG_FUSED = 0, GPU_LONG_ACCUM = 1 } gpu_long_mode;
 typedef struct {
   gpu_long_mode long_mode; /* long runs: fused fence + countdown (default), or accum + apply */
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
+  int short_width;         /* entries in flight per group on short runs: 0 (policy) or 2 */
+  int long_width;          /* the same for the chunks of long runs */
 } gpu_bwd_config;
+
+/* A backward's times (CUDA events) and what its runs looked like (read back after it). */
+typedef struct {
+  double ms;         /* the whole backward + optimizer */
+  double sort_ms, classify_ms, psw_ms, short_ms, long_ms; /* its parts */
+  int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
+} gpu_bwd_stats;
 
 /* What one GPU backward produced, copied back (malloc'd; gpu_bwd_result_free). */
 typedef struct {
   void *weights;     /* [table_offset[num_tables]] updated, in the weight dtype */
   float *momentum;   /* [sum of E] updated (row-wise Adagrad), else NULL */
   float *psw_grad;   /* [N] per-sample-weight gradients (weighted), else NULL */
-  double ms;         /* the whole backward + optimizer, CUDA events */
-  double sort_ms, classify_ms, psw_ms, short_ms, long_ms; /* its parts */
-  int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
+  gpu_bwd_stats stats;
 } gpu_bwd_result;
 void gpu_bwd_result_free(gpu_bwd_result *r);
 
@@ -90,9 +102,9 @@ tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
                                      const gpu_bwd_config *g, const void *grad_output,
                                      const float *momentum);
 /* Runs the backward + optimizer on the last forward's bounds-checked inputs, without a host
- * sync until its end; *ms (may be NULL) is its time by CUDA events. A FATAL offender of the
+ * sync until its end; *st (may be NULL) gets its times and run counts. A FATAL offender of the
  * last forward makes it a no-op. */
-tbe_status gpu_session_backward(gpu_session *s, float *ms);
+tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
 /* Copies the last backward's results back. */
 tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);
 
@@ -107,7 +119,8 @@ tbe_status gpu_session_upload(gpu_session *s, const tbe_batch *b, const void *gr
 tbe_status gpu_session_replay(gpu_session *s);
 
 /* One call: upload, bounds check, forward and, with bcfg (else NULL), the backward; results
- * into *fr and *br (br may be NULL without bcfg). */
+ * into *fr and *br (br may be NULL without bcfg); then the forward once more over another
+ * poison, fr->rerun_diffs counting what differs. */
 tbe_status gpu_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                    const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
                    const gpu_bwd_config *gcfg, const void *grad_output, const float *momentum,

@@ -19,7 +19,8 @@
 
 namespace {
 
-/* One warp per bag: keys, positions and the bag of each position. */
+/* One warp per bag: keys, the sort's values (bags or positions) and, when weighted, the bag of
+ * each position. */
 template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *state, K *keys, int32_t *pos)
 {
   const dev_batch &b = w.b;
@@ -31,7 +32,8 @@ template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *s
     for (int64_t p = warp * 32 + lane; p < b.N; p += warps * 32) {
       keys[p] = (K)w.sentinel;
       pos[p] = (int32_t)p;
-      w.bag_of_pos[p] = -1;
+      if (w.bag_of_pos)
+        w.bag_of_pos[p] = -1;
     }
     return;
   }
@@ -39,7 +41,8 @@ template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *s
     for (int64_t p = lane; p < ld_index(b.offsets, b.itype, 0); p += 32) {
       keys[p] = (K)w.sentinel;
       pos[p] = (int32_t)p;
-      w.bag_of_pos[p] = -1;
+      if (w.bag_of_pos)
+        w.bag_of_pos[p] = -1;
     }
   for (int64_t i = warp; i < b.total_B; i += warps) {
     const int32_t t = bag_feature(b.B_offsets, b.T, i);
@@ -48,8 +51,9 @@ template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *s
     for (int64_t p = s + lane; p < e; p += 32) {
       const int64_t idx = ld_index(b.indices, b.itype, p);
       keys[p] = (K)(idx == -1 ? w.sentinel : base + idx);
-      pos[p] = (int32_t)p;
-      w.bag_of_pos[p] = (int32_t)i;
+      pos[p] = (int32_t)(w.val_bag ? i : p);
+      if (w.bag_of_pos)
+        w.bag_of_pos[p] = (int32_t)i;
     }
   }
 }

@@ -45,6 +45,7 @@
  *                        or by a second kernel; no bit depends on it
  *   bwd.bucket=0|1 [1]   GPU: short runs launched per next_pow2(D) bucket, or all in the
  *                        widest table's; no bit depends on it
+ *   bwd.width=2|4 [policy]  GPU: gradient rows in flight per group; no bit depends on it
  *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty; also the
  *                        Philox key of stochastic rounding
  * Rules between keys (the error names the key after the colon): pool=mean or none with
@@ -79,7 +80,7 @@ typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
   K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
   K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
-  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_SEED, K_COUNT
+  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -87,7 +88,7 @@ static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
   "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
   "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
-  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "seed"};
+  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.width", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -689,6 +690,14 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_int(ps, v, r, "0 or 1");
     c->knobs.bwd_no_bucket = x == 0;
     return tbe_ok();
+  case K_BWD_WIDTH:
+    r = parse_int(v, 2, 4, &x);
+    if (r == NUM_OK && x == 3)
+      r = NUM_RANGE;
+    if (r != NUM_OK)
+      return fail_int(ps, v, r, "2 or 4");
+    c->knobs.bwd_width = (int)x;
+    return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
   case K_EPS:
@@ -821,7 +830,7 @@ static tbe_status check_knobs(parse_state *ps)
                 "but bounds=none has no bounds check");
   static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
-                                         K_BWD_LONG, K_BWD_BUCKET};
+                                         K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -934,7 +943,7 @@ tbe_status case_parse(const char *text, tbe_case **out)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
                    "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
                    "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
-                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket seed", slen(key), key.s, slen(whole),
+                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.width seed", slen(key), key.s, slen(whole),
                    whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1058,6 +1067,7 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   if (k->bwd_long)
     sb_word(s, K_BWD_LONG, long_words[k->bwd_long]);
   sb_int(s, K_BWD_BUCKET, !k->bwd_no_bucket, 1);
+  sb_int(s, K_BWD_WIDTH, k->bwd_width, 0);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1187,6 +1197,7 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
   return a->fwd_bags == b->fwd_bags && a->fwd_width == b->fwd_width &&
          a->fwd_small == b->fwd_small && a->fused_bounds == b->fused_bounds &&
          a->bwd_long == b->bwd_long && a->bwd_no_bucket == b->bwd_no_bucket &&
+         a->bwd_width == b->bwd_width &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&

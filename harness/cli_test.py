@@ -9,13 +9,16 @@ Each TEST runs in a fresh DIR/TEST; exit 0 pass, 1 fail, 77 skip (gpu: no GPU he
 """
 
 import argparse
+import html.parser
 import os
 import pty
 import random
 import resource
+import shlex
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -136,6 +139,11 @@ def test_bad_input():
     os.makedirs("capture")
     _, err = expect(2, "import", "capture")
     check("weights.npy is missing" in err, err)
+    # a table without rows (E = 0): a repair to row 0 would read past it
+    expect(0, "export", "T=2 B=2 E=5,6 D=4 L=2", "empty")
+    write_npy(os.path.join("empty", "E.npy"), "<i8", (2,), struct.pack("<2q", 5, 0))
+    _, err = expect(2, "import", "empty", "--engines", "ref")
+    check("E[1] is 0" in err, err)
     _, err = expect(2, "replay", "99")
     check("no case with id or hash '99'" in err, err)
 
@@ -300,21 +308,23 @@ def test_queries():
     expect(1, "run", "--engines", "ref", "--inject-fault", "ref:output", "--repeat", "2", cases)
     qdir = os.path.join(SRC, "reports", "queries")
     names = sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".sql"))
-    check(names == ["case_drift", "drift", "failures", "flaky", "result", "run", "summary",
-                    "violations", "worst"], f"queries: {names}: give the new one a test")
+    check(names == ["campaign", "case_drift", "commit_changes", "commit_drift", "commits",
+                    "drift", "failures", "flaky", "perf_drift", "ratios", "result", "run",
+                    "summary", "violations", "worst"], f"queries: {names}: give the new one a test")
     fail_id = scalar("tbecheck.db", "SELECT min(id) FROM results WHERE status = 'fail'")
     with sqlite3.connect("tbecheck.db") as c:
         c.execute("UPDATE runs SET dirty = 0, git_commit = ?", ("a" * 40,))
     params = {"case_drift": {"case": 1, "injected": 1}, "drift": {"run": 2}, "failures": {},
               "flaky": {}, "result": {"id": fail_id}, "run": {}, "summary": {"run": 1},
-              "violations": {"id": fail_id}, "worst": {}}
+              "violations": {"id": fail_id}, "worst": {}, "campaign": {}, "commits": {},
+              "commit_drift": {}, "commit_changes": {}, "perf_drift": {}, "ratios": {}}
     got = {}
     for n in names:
         with open(os.path.join(qdir, n + ".sql")) as f:
             sql = f.read()
         c = sqlite3.connect("tbecheck.db")
         cur = c.execute(sql, {"run": None, "all": None, "case": None, "id": None,
-                              "injected": None, **params[n]})
+                              "injected": None, "campaign": None, "since": None, **params[n]})
         got[n] = ([d[0] for d in cur.description], cur.fetchall())
         c.close()
     col = lambda n, name: [r[got[n][0].index(name)] for r in got[n][1]]
@@ -346,8 +356,8 @@ def test_queries():
         r = subprocess.run(["sqlite3", "-header", "-column", "tbecheck.db", *cmds,
                             f".read {os.path.join(qdir, n + '.sql')}"],
                            capture_output=True, text=True)
-        check(r.returncode == 0 and not r.stderr and r.stdout.strip(),
-              f"sqlite3 shell, {n}: {r.returncode} {r.stderr}{r.stdout}")
+        check(r.returncode == 0 and not r.stderr and (r.stdout.strip() or n == "perf_drift"),
+              f"sqlite3 shell, {n}: {r.returncode} {r.stderr}{r.stdout}")  # no bench rows here
 
 
 def test_merge():
@@ -379,6 +389,15 @@ def test_import():
     _, err = expect(2, "import", "cap", "--pool", "mean")
     check("MEAN" in err, err)
     expect(2, "import", "cap", "--pool", "max")
+    # Inf and NaN weights are valid: the exact value is their IEEE sum, matched, not bounded
+    # (a NaN bound once failed the violations insert: exit 3, an incomplete run)
+    for name, row, want in (("inf", (0x7C00, 0x3C00), "pass"), ("nan", (0x7E00, 0x3C00), "pass")):
+        expect(0, "export", "E=1 D=2 B=1 L=1 wdtype=fp16", name)
+        write_npy(os.path.join(name, "weights.npy"), "<f2", (2,), struct.pack("<2H", *row))
+        expect(0, "import", name, "--engines", "ref")
+        rows = query("tbecheck.db", "SELECT DISTINCT status FROM results WHERE run = "
+                                    "(SELECT max(id) FROM runs)")
+        check(rows == [(want,)], f"{name}: {rows}")
 
 
 def test_replay():
@@ -495,17 +514,20 @@ def test_injected():
               f"{name}.sql counts the injected run: {got}")
         check(query("tbecheck.db", sql, {"injected": 1}) != got,
               f"{name}.sql with :injected = 1 does not show the injected run")
-    # a database of schema 1 (before runs.injected) is upgraded by the next writer
+    # a database of schema 1 (before runs.injected, and schema 3's campaign, bench and perf
+    # columns) is upgraded by the next writer, step by step
     shutil.copy("tbecheck.db", "old.db")
     with sqlite3.connect("old.db") as c:
-        c.execute("DROP VIEW result_history")
-        c.execute("DROP VIEW last_run")
-        c.execute("ALTER TABLE runs DROP COLUMN injected")
+        for view in ("result_history", "last_run", "run_code"):
+            c.execute(f"DROP VIEW {view}")
+        for table, column in (("runs", "bench"), ("runs", "campaign"), ("runs", "injected"),
+                              ("perf", "shape"), ("perf", "config"), ("perf", "ceiling_gbps")):
+            c.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         c.execute("UPDATE meta SET schema_version = 1")
     _, err = expect(2, "list", "--db", "old.db")
     check("older than this tbecheck" in err and "upgrades it" in err, err)
     expect(0, "run", "--db", "old.db", "--engines", "ref", "B=4 L=2 D=8")
-    check(scalar("old.db", "SELECT schema_version FROM meta") == 2, "not upgraded")
+    check(scalar("old.db", "SELECT schema_version FROM meta") == 3, "not upgraded")
     check(query("old.db", "SELECT injected FROM runs ORDER BY id") == [(0,), (1,), (0,), (0,)],
           "the upgrade did not mark the injected run from its arguments")
     expect(0, "merge", "m.db", "old.db")
@@ -673,6 +695,270 @@ def test_summary():
     rows = query("tbecheck.db", "SELECT status, reason FROM results WHERE run = 3")
     check(len(rows) == 1 and "FATAL" in rows[0][1], f"the FATAL case stored: {rows}")
 
+
+
+class Page(html.parser.HTMLParser):
+    """The parts of an HTML page the report test reads: every tag with its attributes, the rows
+    of every table (their attributes and cells by data-col), the text of each <pre>, and the
+    text inside <style>."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.rows, self.pres, self.styles, self.ids = [], [], [], [], {}
+        self.stack, self.cell, self.row, self.pre, self.style = [], None, None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if "id" in a:
+            self.ids[a["id"]] = tag
+        if tag == "tr":
+            self.row = {"attrs": a, "cells": {}, "text": ""}
+            self.rows.append(self.row)
+        elif tag == "td" and self.row is not None:
+            self.cell = a.get("data-col", "?")
+            self.row["cells"][self.cell] = ""
+        elif tag == "pre":
+            self.pre = {"attrs": a, "text": ""}
+            self.pres.append(self.pre)
+        elif tag == "style":
+            self.style = ""
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self.cell = None
+        elif tag == "tr":
+            self.row = None
+        elif tag == "pre":
+            self.pre = None
+        elif tag == "style" and self.style is not None:
+            self.styles.append(self.style)
+            self.style = None
+
+    def handle_data(self, data):
+        if self.row is not None and self.cell is not None:
+            self.row["cells"][self.cell] += data
+        if self.row is not None:
+            self.row["text"] += data
+        if self.pre is not None:
+            self.pre["text"] += data
+        if self.style is not None:
+            self.style += data
+
+
+def parse_page(path):
+    p = Page()
+    with open(path, encoding="utf-8") as f:
+        p.feed(f.read())
+    return p
+
+
+def check_self_contained(p):
+    """No script, and nothing that a browser would fetch: every link and source points into the
+    page (#...), CSS has no url() outside it and no @import."""
+    for tag, a in p.tags:
+        check(tag not in ("script", "link", "iframe", "object", "embed", "base"),
+              f"<{tag}> in a self-contained page: {a}")
+        for k, v in a.items():
+            if k in ("href", "src", "xlink:href", "srcset", "action", "poster", "data"):
+                check(v is not None and v.startswith("#"), f"<{tag} {k}={v!r}> points outside")
+            if k == "style" or k.startswith("on"):
+                check(k == "style" and "url(" not in v.replace("url(#", ""), f"<{tag} {k}={v!r}>")
+    for css in p.styles:
+        check("@import" not in css and "url(" not in css.replace("url(#", ""), f"CSS: {css}")
+
+
+def fnv_hash(text):
+    h = 0xcbf29ce484222325
+    for b in text.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def test_report():
+    """tbecheck report --html over runs across three commits (A, B, C): a campaign of two merged
+    shards at A; at B a clean run, a fault-injected one (the failure) and a benchmark whose time
+    steps up; at C a run whose bits moved on one case (the drift) and differ between repeats on
+    another (the flaky case). The page is parsed: each appears, with the database's numbers, and
+    nothing in it points outside the file; the replay command it prints reproduces the failure."""
+    r = subprocess.run([os.environ.get("TBECHECK_PYTHON") or sys.executable, "-c",
+                        "import matplotlib"], capture_output=True)
+    if r.returncode:
+        print("SKIP: matplotlib is not installed for the report's Python")
+        return SKIP
+    oracle = subprocess.run([sys.executable, "-c", "import numpy"]).returncode == 0
+    engines = "ref,oracle" if oracle else "ref"
+    cases = case_file("r.cases", ["B=4 L=1 D=4", "T=2 B=3 E=10,20 D=4,8 L=2 weighted=1",
+                                  "B=8 L=3 D=16 seed=3", "T=2 B=5 E=30 D=8 L=0..4 seed=4"])
+    commit = {k: k * 40 for k in "abc"}
+    db = "r.db"
+
+    def at(c, run):
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE runs SET git_commit = ?, dirty = 0 WHERE id = ?", (commit[c], run))
+
+    def bench(c, figures):
+        """A benchmark run at commit c: {shape: ms} for kernel gpu:forward on one H100."""
+        with sqlite3.connect(db) as con:
+            cur = con.execute(
+                "INSERT INTO runs (uid, git_commit, dirty, host, cpu, gpu, tool_version, argv, "
+                "engines, repeats, started, ended, complete, bench) VALUES (lower(hex("
+                "randomblob(16))), ?, 0, 'h', 'cpu', 'H100 (sm_90, 81559 MiB)', '0', "
+                "'gpu_forward_bench --db r.db', 'gpu', 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 1, 'gpu_forward_bench')", (commit[c],))
+            for shape, ms in figures.items():
+                text = f"T=32 B=65536 E=1000000 D=128 L=32 wdtype=fp16 bounds=none seed={shape[1]}"
+                con.execute("INSERT OR IGNORE INTO cases (canonical, hash) VALUES (?, ?)",
+                            (text, fnv_hash(text)))
+                con.execute("INSERT INTO perf (run, case_id, repeat, kernel, ms, bytes, gbps, "
+                            "shape, ceiling_gbps) SELECT ?, id, 0, 'gpu:forward', ?, 4e9, "
+                            "4e9 / ? / 1e6, ?, 3000 FROM cases WHERE canonical = ?",
+                            (cur.lastrowid, ms, ms, shape, text))
+
+    # commit A: a campaign of two shards, merged
+    for i in (1, 2):
+        expect(0, "run", "--db", f"s{i}.db", "--engines", engines, "--shard", f"{i}/2", cases)
+    expect(0, "merge", db, "s1.db", "s2.db")
+    at("a", 1)
+    at("a", 2)
+    campaign = query(db, "SELECT DISTINCT campaign FROM runs")
+    check(len(campaign) == 1 and campaign[0][0], f"the shards' campaign ids: {campaign}")
+    bench("a", {"F1": 1.00, "F2": 2.00})
+    # commit B: clean, then a one-ulp fault (run 4), then the benchmark steps up on F1 only
+    expect(0, "run", "--db", db, "--engines", engines, cases)
+    at("b", 4)
+    expect(1, "run", "--db", db, "--engines", engines, "--inject-fault", "ref:output@3", cases)
+    at("b", 5)
+    bench("b", {"F1": 1.30, "F2": 2.60})
+    # commit C: the bits of case 3's forward output move in both repeats (drift), those of case
+    # 4's only in repeat 1 (flaky); F1 stays slow (a step), F2 comes back (one noisy point)
+    expect(0, "run", "--db", db, "--engines", engines, "--repeat", "2", cases)
+    at("c", 7)
+    bench("c", {"F1": 1.32, "F2": 2.01})
+    drift_case, flaky_case = (scalar(db, "SELECT id FROM cases WHERE canonical = ?", (p,))
+                              for p in ("B=8 D=16 L=3 seed=3", "T=2 B=5 E=30 D=8 L=0..4 seed=4"))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE results SET digest = '00000000000000d1' WHERE run = 7 AND "
+                    "case_id = ? AND engine = 'ref' AND output = 'output'", (drift_case,))
+        con.execute("UPDATE results SET digest = '00000000000000f1' WHERE run = 7 AND "
+                    "case_id = ? AND engine = 'ref' AND output = 'output' AND repeat = 1",
+                    (flaky_case,))
+
+    # the failure's page: run 5 (injected)
+    out, _ = expect(0, "report", "--db", db, "--run", "5", "--html", "r5.html")
+    check("r5.html" in out, out)
+    p = parse_page("r5.html")
+    check_self_contained(p)
+    for section in ("runs", "summary", "failures", "bounds", "drift", "perf", "flaky"):
+        check(p.ids.get(section) == "h2", f"no section {section}")
+    # the summary: each pair and path with the database's counts
+    summary = {(r["attrs"]["data-pair"], r["attrs"]["data-path"]): r["cells"]
+               for r in p.rows if "data-pair" in r["attrs"] and "id" in r["attrs"]}
+    want = query(db, "SELECT engine || ':' || baseline, path, "
+                     "count(DISTINCT case_id || '/' || repeat), "
+                     "count(DISTINCT CASE WHEN status = 'fail' THEN case_id || '/' || repeat END) "
+                     "FROM results WHERE run = 5 GROUP BY 1, 2")
+    check(len(want) == len(summary) and len(want) >= 2, f"summary rows: {summary} vs {want}")
+    for pair, path, n, fails in want:
+        cells = summary[(pair, path)]
+        check(int(cells["cases"]) == n and int(cells["fail"]) == fails,
+              f"summary {pair} {path}: {cells} vs cases {n} fail {fails}")
+    links = {a.get("href") for t, a in p.tags if t == "a"}
+    check("#fail-ref-exact-forward" in links and "fail-ref-exact-forward" in p.ids,
+          "the fail count does not link to the failures")
+    # the failures: every failed result, its violations, and a replay command that reproduces it
+    failed = query(db, "SELECT r.id, c.canonical FROM results r JOIN cases c ON c.id = r.case_id "
+                       "WHERE r.run = 5 AND r.status = 'fail'")
+    check(failed, "the injected run has no failure")
+    for rid, canon in failed:
+        check(f"result-{rid}" in p.ids, f"failed result {rid} is not on the page")
+    replays = [x["text"] for x in p.pres if x["attrs"].get("class") == "replay"]
+    check(len(replays) == len(failed), f"{len(replays)} replay commands for {len(failed)}")
+    rid, canon = failed[0]
+    cmd = shlex.split(replays[0])
+    check(cmd[:3] == ["tbecheck", "replay", canon] and "ref:output@3" in cmd, f"replay: {cmd}")
+    coords = query(db, "SELECT coordinates, printf('%.17g', got) FROM violations "
+                       "WHERE result = ?", (rid,))
+    vrows = [r["cells"] for r in p.rows if r["cells"].get("coordinates")]
+    for c, got in coords:
+        check(any(v["coordinates"] == c and v["got"] == got for v in vrows),
+              f"violation {c} {got} of result {rid} missing: {vrows[:3]}")
+    out, _ = expect(1, *cmd[1:])
+    check(coords[0][0] in out, f"the page's replay command does not reproduce it:\n{out}")
+    # how close to the bound: a histogram per bound-checked path
+    hist = [i for i in p.ids if i.startswith("hist-")]
+    check("hist-ref-exact-forward" in hist and
+          any(t == "svg" for t, _ in p.tags), f"histograms: {hist}")
+    hrow = [r["cells"] for r in p.rows if r["attrs"].get("data-hist") == "ref:exact forward"][0]
+    check(int(hrow["results"]) == scalar(db, "SELECT count(*) FROM results WHERE run = 5 AND "
+                                             "path = 'forward' AND metric = 'bound_ratio' AND "
+                                             "worst_bound_ratio IS NOT NULL"), f"{hrow}")
+    # numeric drift: the fault's outputs at B's injected run, the moved bits at C
+    ords = {code: o for o, code in query(db, "SELECT ord, label FROM run_code GROUP BY ord")}
+    drift = {(r["attrs"]["data-ord"], r["attrs"]["data-pair"], r["attrs"]["data-path"]):
+             (r["cells"], r["attrs"].get("class")) for r in p.rows
+             if "data-ord" in r["attrs"] and "data-path" in r["attrs"]}
+    injected_ord = str(scalar(db, "SELECT ord FROM run_code WHERE run = 5"))
+    c_ord = str(scalar(db, "SELECT ord FROM run_code WHERE run = 7"))
+    check(len(ords) == 4, f"codes: A, B, B's injected run, C: {ords}")
+    cells, cls = drift[(injected_ord, "ref:exact", "forward")]
+    faults = scalar(db, "SELECT count(*) FROM results WHERE run = 5 AND engine = 'ref' AND "
+                        "output = 'output' AND elements > 3")  # element 3 exists: moved
+    check(int(cells["bits_changed"]) == faults and cls == "changed",
+          f"drift at the injected run: {cells}, {cls}; {faults} faults")
+    cells, cls = drift[(c_ord, "ref:exact", "forward")]
+    check(int(cells["bits_changed"]) == 2 and int(cells["cases_changed"]) == 2 and
+          cls == "changed", f"drift at C (case {drift_case} moved, {flaky_case} flaky): {cells}")
+    b_ord = str(scalar(db, "SELECT ord FROM run_code WHERE run = 4"))
+    cells, cls = drift[(b_ord, "ref:exact", "forward")]
+    check(int(cells["bits_changed"]) == 0 and cls is None, f"drift at B: {cells}")
+    marks = {(r["attrs"]["data-ord"], r["cells"]["case_id"]) for r in p.rows
+             if "data-ord" in r["attrs"] and "prev_code" in r["cells"]}
+    check((c_ord, str(drift_case)) in marks and (c_ord, str(flaky_case)) in marks,
+          f"the changed cases are not marked at C: {marks}")
+    # speed: F1 stepped up at B and stayed (flagged); F2's one slow point is not a step
+    perf = [(r["attrs"]["data-shape"], r["cells"]["code"], r["cells"]["ms"],
+             r["attrs"]["data-flag"]) for r in p.rows if "data-shape" in r["attrs"]]
+    flagged = [x for x in perf if x[3]]
+    check(flagged == [("F1", commit["b"][:12], "1.3000", "regression")],
+          f"regression flags: {flagged} of {perf}")
+    check(sorted(float(x[2]) for x in perf if x[0] == "F2") ==
+          sorted(v for (v,) in query(db, "SELECT ms FROM perf WHERE shape = 'F2'")), f"{perf}")
+    # flaky: case 4 at C
+    flaky = [r["attrs"]["data-case"] for r in p.rows if "data-case" in r["attrs"]]
+    check(flaky == [str(flaky_case)], f"flaky cases: {flaky}")
+    # the campaign's page: both shards as one, complete
+    expect(0, "report", "--db", db, "--run", "1", "--html", "r1.html")
+    p1 = parse_page("r1.html")
+    check_self_contained(p1)
+    complete = [a for t, a in p1.tags if a.get("id") == "completeness"]
+    check(complete and complete[0]["data-complete"] == "1" and
+          {"run-1", "run-2"} <= set(p1.ids), f"the campaign: {complete}, {sorted(p1.ids)[:9]}")
+    # the text report: the same drift and speed sections; --since
+    out, _ = expect(0, "report", "--db", db, "--run", "5")
+    check("numeric drift across commits" in out and "regression" in out and
+          "campaign" not in out.split("summary")[0], out)
+    out, _ = expect(0, "report", "--db", db, "--since", "cccc")
+    check(commit["b"][:12] not in out.split("numeric drift across commits")[1], out)
+    for args, words in ((["--since", "dddd"], "no run"), (["--since", "xyz"], "bad value"),
+                        (["--html", "nodir/x.html"], "cannot write")):
+        _, err = expect(2, "report", "--db", db, *args)
+        check(words in err, f"{args}: {err}")
+    # what a person sees: headless Chromium's screenshot, where Chromium is installed
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        print("chromium not installed: no screenshot taken (the rest passed)")
+        return
+    r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", "--window-size=1280,3000",
+                        f"--screenshot={os.path.abspath('r5.png')}",
+                        "file://" + os.path.abspath("r5.html")], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0 and os.path.getsize("r5.png") > 10000, f"chromium: {r.stderr}")
+    import matplotlib.image
+    img = matplotlib.image.imread("r5.png")
+    check(img.std() > 0.05, "the screenshot is blank")
+    print(f"screenshot: {os.path.abspath('r5.png')}")
 
 def main():
     global TB, SRC

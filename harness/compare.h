@@ -3,8 +3,11 @@
  *
  * Every comparison fills the same cmp_result: elements, bit-exact count, max ulp distance,
  * max abs and relative error, the worst error/bound ratio (bound metric), and the violations,
- * the first `cap` of them with coordinates. NaN rules (TBE_SEMANTICS.md section 6): NaN on
- * either side is a violation unless both are NaN; an Inf must match in sign.
+ * the first `cap` of them with coordinates. NaN rules (TBE_SEMANTICS.md section 6): bitwise,
+ * NaN on either side is a violation unless both are NaN (a reference NaN comes from NaN or Inf
+ * inputs); bound, an exact value that is Inf or NaN (by IEEE arithmetic on the inputs) must be
+ * matched by the same Inf or by a NaN, a finite one must come with a finite bound (else the
+ * element fails, counted in no_bound), and a NaN got fails; an Inf must match in sign.
  */
 #ifndef HARNESS_COMPARE_H
 #define HARNESS_COMPARE_H
@@ -30,6 +33,8 @@ typedef struct {
   double max_abs, max_rel;
   double worst_bound_ratio;  /* CMP_BOUND: max |got - exact| / bound (0/0 counts as 0) */
   int64_t violations;        /* elements that fail the metric */
+  int64_t no_bound;          /* CMP_BOUND: finite exact values whose bound is NaN or Inf (each
+                              * a violation, recorded with bound +Inf) */
   cmp_violation *first;      /* the first min(violations, cap) violations */
   int cap;
 } cmp_result;
@@ -47,7 +52,7 @@ void cmp_bitwise(cmp_result *r, tbe_dtype t, const void *expected, const void *g
 void cmp_bitwise_int(cmp_result *r, tbe_itype t, const void *expected, const void *got,
                      int64_t n);
 
-/* bound_ratio: got (dtype t) against exact +- bound, per element */
+/* bound_ratio: got (dtype t) against exact +- bound, per element (NaN rules above) */
 void cmp_bound(cmp_result *r, tbe_dtype t, const double *exact, const double *bound,
                const void *got, int64_t n);
 

@@ -1,6 +1,7 @@
 /* compare_test.c: the comparison must catch what it exists to catch: one element one ulp off
- * (every dtype), a NaN on one side, an Inf of the wrong sign, a bound exceeded by a hair, and a
- * wrong first or last element under every metric (fault cmp_skip_last, fuzz/FAULTS.md).
+ * (every dtype), a NaN on one side, an Inf of the wrong sign, a bound exceeded by a hair, a
+ * bound that is NaN or Inf (it checks nothing, so it fails), and a wrong first or last element
+ * under every metric (fault cmp_skip_last, fuzz/FAULTS.md).
  */
 #include <math.h>
 #include <string.h>
@@ -110,6 +111,30 @@ static void test_nan_inf(void)
   cmp_free(&r);
 }
 
+/* A NaN or infinite bound on a finite exact value passes anything (err > NaN is false): it
+ * must fail instead, and be recorded with a storable bound (+Inf, not NaN). Where the exact
+ * value is itself Inf or NaN, no bound applies: equal Infs and two NaNs pass. */
+static void test_nonfinite_bounds(void)
+{
+  double exact[6] = {1.0, 2.0, 3.0, INFINITY, NAN, -INFINITY};
+  double bound[6] = {NAN, INFINITY, 0.5, NAN, INFINITY, NAN};
+  float g[6] = {7.0f, -9.0f, 3.25f, INFINITY, NAN, INFINITY};
+  cmp_result r;
+  cmp_init(&r, CMP_BOUND, 6);
+  cmp_bound(&r, TBE_FP32, exact, bound, g, 6);
+  CHECK(r.violations == 3 && r.no_bound == 2 && r.exact == 2,
+        "non-finite bounds: %lld violations, %lld without a bound, %lld exact",
+        (long long)r.violations, (long long)r.no_bound, (long long)r.exact);
+  CHECK(r.violations == 3 && r.first[0].index == 0 && r.first[1].index == 1 &&
+            r.first[2].index == 5,
+        "non-finite bounds: the wrong elements fail");
+  for (int i = 0; i < 3 && i < r.violations; i++)
+    CHECK(r.first[i].bound >= 0, "violation %d has bound %g (the database needs a number)", i,
+          r.first[i].bound);
+  CHECK(isinf(r.worst_bound_ratio), "worst ratio %g without a bound", r.worst_bound_ratio);
+  cmp_free(&r);
+}
+
 static void test_ulp_distance_and_ints(void)
 {
   CHECK(cmp_ulp_distance(TBE_FP32, 0x00000000u, 0x80000000u) == 0, "+0/-0");
@@ -162,6 +187,7 @@ int main(void)
   test_ends();
   test_one_ulp();
   test_nan_inf();
+  test_nonfinite_bounds();
   test_ulp_distance_and_ints();
   return TEST_MAIN_RESULT();
 }

@@ -175,6 +175,46 @@ static tbe_status db_validate(const char *path, int min_version, int *empty, int
  * did); in one transaction, with the views (views.sql). */
 static tbe_status db_prepare_all(db *d);
 
+/* Widens results.baseline's CHECK to take 'model' (schema 4), in place: SQLite cannot alter a
+ * CHECK, and its documented procedure for loosening one (writable_schema, then a new
+ * schema_version) leaves every stored row valid, since the old values are a subset. */
+static tbe_status db_widen_baseline(db *d)
+{
+  int64_t v;
+  int found;
+  tbe_status s = db_exec(d, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
+                            "replace(sql, 'baseline IN (''ref'', ''exact'')', "
+                            "'baseline IN (''ref'', ''model'', ''exact'')') "
+                            "WHERE type = 'table' AND name = 'results'",
+                         "cannot widen results.baseline");
+  if (s.code == TBE_OK && db_int(d->h, "PRAGMA schema_version", &v, &found) != SQLITE_OK)
+    s = tbe_error(TBE_EINVAL, "database", -1, "%s: cannot read its schema cookie", d->path);
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA schema_version = %lld", (long long)v + 1);
+  if (s.code == TBE_OK)
+    s = db_exec(d, sql, "cannot widen results.baseline");
+  sqlite3_exec(d->h, "PRAGMA writable_schema = OFF", NULL, NULL, NULL);
+  return s;
+}
+
+/* Runs the steps of upgrade.sql from schema version `from` on: the text from its line
+ * '-- FROM -> ' to the end (before 4, with results.baseline widened first). */
+static tbe_status db_upgrade(db *d, int64_t from)
+{
+  if (from < 4) {
+    tbe_status s = db_widen_baseline(d);
+    if (s.code != TBE_OK)
+      return s;
+  }
+  char mark[32];
+  snprintf(mark, sizeof mark, "\n-- %lld -> ", (long long)from);
+  const char *steps = strstr(db_sql("upgrade"), mark);
+  if (!steps)
+    return tbe_error(TBE_EINTERNAL, "database", -1, "upgrade.sql has no step from version %lld",
+                     (long long)from);
+  return db_exec(d, steps, "cannot upgrade the schema");
+}
+
 static tbe_status db_create(db *d)
 {
   tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start creating the database");
@@ -186,7 +226,7 @@ static tbe_status db_create(db *d)
   if (s.code == TBE_OK && empty)
     s = db_exec(d, db_sql("schema"), "cannot create the schema");
   else if (s.code == TBE_OK && version < DB_SCHEMA_VERSION)
-    s = db_exec(d, db_sql("upgrade"), "cannot upgrade the schema");
+    s = db_upgrade(d, version);
   if (s.code == TBE_OK && (empty || version < DB_SCHEMA_VERSION))
     s = db_exec(d, db_sql("views"), "cannot create the views");
   if (s.code == TBE_OK) /* before the commit: tables that refuse our statements roll back */
@@ -224,8 +264,8 @@ static tbe_status db_prepare_all(db *d)
                    &d->ins_violation);
   if (s.code == TBE_OK)
     s = db_prepare(d,
-                   "INSERT INTO perf (run, case_id, repeat, kernel, ms, bytes, gbps) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                   "INSERT INTO perf (run, case_id, repeat, kernel, ms, bytes, gbps, shape, config, "
+                   "ceiling_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                    &d->ins_perf);
   return s;
 }
@@ -379,8 +419,9 @@ tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
   tbe_status s = db_prepare(d,
                             "INSERT INTO runs (uid, git_commit, dirty, host, cpu, gpu, driver, "
                             "cuda, tool_version, argv, engines, shard, repeats, injected, "
-                            "started) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                            "?13, ?14, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                            "campaign, bench, started) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                            "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                            "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
                             &st);
   if (s.code != TBE_OK)
     return s;
@@ -394,6 +435,8 @@ tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
     db_bind_text(st, 4 + i, text[i]);
   sqlite3_bind_int(st, 13, in->repeats);
   sqlite3_bind_int(st, 14, in->injected);
+  db_bind_text(st, 15, in->campaign);
+  db_bind_text(st, 16, in->bench);
   int rc = db_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_OK)
@@ -469,11 +512,12 @@ static int db_store_check(db *d, int64_t run, int64_t case_id, int repeat,
   return rc;
 }
 
-static int db_store_perf(db *d, int64_t run, int64_t case_id, int repeat, const eng_perf *p)
+/* Inserts a perf row: a check run's timing of one case (p->shape NULL), or a benchmark's figure
+ * (kernel and repeat then come from p, engine ignored). */
+static int db_insert_perf(db *d, int64_t run, int64_t case_id, int repeat, const char *kernel,
+                          const db_perf_row *p)
 {
   sqlite3_stmt *st = d->ins_perf;
-  char kernel[64];
-  snprintf(kernel, sizeof kernel, "%s:%s", eng_name(p->engine), p->path);
   sqlite3_bind_int64(st, 1, run);
   sqlite3_bind_int64(st, 2, case_id);
   sqlite3_bind_int(st, 3, repeat);
@@ -482,11 +526,23 @@ static int db_store_perf(db *d, int64_t run, int64_t case_id, int repeat, const 
   sqlite3_bind_int64(st, 6, p->bytes);
   if (p->ms > 0)
     sqlite3_bind_double(st, 7, (double)p->bytes / p->ms / 1e6);
+  db_bind_text(st, 8, p->shape);
+  db_bind_text(st, 9, p->config);
+  db_bind_nonneg(st, 10, p->ceiling_gbps);
   return db_step(st);
 }
 
-tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
-                         const eng_case_result *r, int64_t *case_id)
+static int db_store_perf(db *d, int64_t run, int64_t case_id, int repeat, const eng_perf *p)
+{
+  char kernel[64];
+  snprintf(kernel, sizeof kernel, "%s:%s", eng_name(p->engine), p->path);
+  db_perf_row row = {.ms = p->ms, .bytes = p->bytes, .ceiling_gbps = -1};
+  return db_insert_perf(d, run, case_id, repeat, kernel, &row);
+}
+
+/* Opens a transaction and finds (or inserts) the case of a canonical text: *case_id. On an
+ * error the transaction is rolled back, except when BEGIN itself failed. */
+static tbe_status db_begin_case(db *d, const char *canonical, int64_t *case_id, int *rc)
 {
   tbe_status s = db_exec(d, "BEGIN IMMEDIATE", "cannot start a transaction");
   if (s.code != TBE_OK)
@@ -495,25 +551,54 @@ tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
   db_case_hash(canonical, hash);
   db_bind_text(d->ins_case, 1, canonical);
   db_bind_text(d->ins_case, 2, hash);
-  int rc = db_step(d->ins_case);
-  if (rc == SQLITE_OK) {
+  *rc = db_step(d->ins_case);
+  if (*rc == SQLITE_OK) {
     db_bind_text(d->get_case, 1, canonical);
-    rc = sqlite3_step(d->get_case);
+    *rc = sqlite3_step(d->get_case);
     *case_id = sqlite3_column_int64(d->get_case, 0);
-    rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+    *rc = *rc == SQLITE_ROW ? SQLITE_OK : *rc;
     sqlite3_reset(d->get_case);
   }
-  for (int i = 0; rc == SQLITE_OK && i < r->n_checks; i++)
-    rc = db_store_check(d, run, *case_id, repeat, r, &r->checks[i]);
-  for (int i = 0; rc == SQLITE_OK && i < r->n_perf; i++)
-    rc = db_store_perf(d, run, *case_id, repeat, &r->perf[i]);
+  return s;
+}
+
+/* Commits the transaction of db_begin_case when rc is SQLITE_OK, else rolls it back and says
+ * what could not be stored. */
+static tbe_status db_end_case(db *d, int rc, const char *what)
+{
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(d->h, "COMMIT", NULL, NULL, NULL);
   if (rc == SQLITE_OK)
     return tbe_ok();
-  s = db_fail(d->path, d->h, rc, "cannot store the case's results");
+  tbe_status s = db_fail(d->path, d->h, rc, what);
   sqlite3_exec(d->h, "ROLLBACK", NULL, NULL, NULL);
   return s;
+}
+
+tbe_status db_store_perf_row(db *d, int64_t run, const db_perf_row *p)
+{
+  int64_t case_id = 0;
+  int rc = SQLITE_OK;
+  tbe_status s = db_begin_case(d, p->canonical, &case_id, &rc);
+  if (s.code != TBE_OK)
+    return s;
+  if (rc == SQLITE_OK)
+    rc = db_insert_perf(d, run, case_id, p->repeat, p->kernel, p);
+  return db_end_case(d, rc, "cannot store the benchmark's figure");
+}
+
+tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
+                         const eng_case_result *r, int64_t *case_id)
+{
+  int rc = SQLITE_OK;
+  tbe_status s = db_begin_case(d, canonical, case_id, &rc);
+  if (s.code != TBE_OK)
+    return s;
+  for (int i = 0; rc == SQLITE_OK && i < r->n_checks; i++)
+    rc = db_store_check(d, run, *case_id, repeat, r, &r->checks[i]);
+  for (int i = 0; rc == SQLITE_OK && i < r->n_perf; i++)
+    rc = db_store_perf(d, run, *case_id, repeat, &r->perf[i]);
+  return db_end_case(d, rc, "cannot store the case's results");
 }
 
 tbe_status db_case_text(db *d, const char *key, char **canonical)

@@ -16,7 +16,7 @@
 #include "engine.h"
 #include "tbe.h"
 
-#define DB_SCHEMA_VERSION 2          /* meta.schema_version of reports/schema.sql */
+#define DB_SCHEMA_VERSION 4          /* meta.schema_version of reports/schema.sql */
 #define DB_APPLICATION_ID 0x54424543 /* PRAGMA application_id: 'TBEC' */
 
 typedef struct db db;
@@ -37,6 +37,8 @@ typedef struct {
   const char *host, *cpu, *gpu, *driver, *cuda, *tool_version, *argv, *engines, *shard;
   int repeats;
   int injected; /* 1: the run injects a fault (--inject-fault); runs.injected */
+  const char *campaign; /* runs.campaign: shared by the shards of one campaign, or NULL */
+  const char *bench;    /* runs.bench: the benchmark program recording figures, or NULL */
 } db_run_info;
 
 /* Inserts the run (incomplete, started now) and sets *run to its id. */
@@ -50,6 +52,21 @@ tbe_status db_run_end(db *d, int64_t run);
  * the case is stored; TBE_EIO carries SQLite's message (e.g. disk full). */
 tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
                          const eng_case_result *r, int64_t *case_id);
+
+/* One figure of a benchmark: a perf row of a bench run (db_run_info.bench set). */
+typedef struct {
+  const char *shape;     /* the benchmark's name for the shape timed, e.g. "F1" */
+  const char *canonical; /* the shape as a case: canonical text (case_format), stored in cases */
+  const char *kernel;    /* what was timed, engine:path: "gpu:forward", "ceiling:gather" */
+  const char *config;    /* the configuration timed ("bags=2 width=8"), or NULL: the engine's own */
+  int repeat;            /* 0, or which of several figures of the same shape/kernel/config */
+  double ms;             /* the time, e.g. a median of CUDA-event timings */
+  int64_t bytes;         /* bytes moved by declaration (GB/s = bytes / ms / 1e6) */
+  double ceiling_gbps;   /* the copy ceiling measured in the same run; < 0: not measured */
+} db_perf_row;
+
+/* Stores one benchmark figure of run `run` (and its case if new) in one transaction. */
+tbe_status db_store_perf_row(db *d, int64_t run, const db_perf_row *p);
 
 /* The canonical text of the case whose id (decimal) or hash (16 hex digits) is key; malloc'd.
  * TBE_EINVAL if there is none. */

@@ -3,11 +3,12 @@
  * export.c shares. Not the metrics (compare.c), not the database (db.c), not the oracle itself
  * (ref/oracle/; eng_oracle.py drives it).
  *
- * To add an output: push it in the engine that computes it (eng_push_float, eng_push_int) and
- * name it in that engine's `produces` list; engines that do not name it get an `unsupported`
- * check for it. An output pushed with vs_exact needs its exact values and bounds in eng_exact
- * under the same name (as eng_exact_forward does for "output"); a new kind of coordinates is
- * one eng_coord value and one case of eng_coordinates.
+ * To add an output: push it in the engine that computes it (eng_push_float, eng_push_int) on a
+ * path, name it in that engine's `produces` list (engines that do not name it get an
+ * `unsupported` check for it), and declare how each (path, output) is compared in eng_metrics:
+ * the one table of metrics, so no engine chooses its own. A row held to a model or to the exact
+ * value needs its twin in eng_twin_make; a new kind of coordinates is one eng_coord value and one
+ * case of eng_coordinates.
  */
 #include "engine.h"
 
@@ -49,9 +50,50 @@ typedef struct {
   tbe_itype itype;
   void *data;          /* owned copy */
   int64_t n;
-  int vs_exact;        /* order not normative: held to the exact forward within the bound */
-  char fault[160];     /* what the engine saw wrong with it (GPU guard regions), or "" */
+  unsigned char *small; /* [T], owned, or NULL: features whose elements (pooled) the engine
+                         * computed on the small-table path: those are on path ENG_SMALL_PATH,
+                         * the others on `path` */
+  char fault[160];     /* what the engine saw wrong with it (guard regions, a rerun), or "" */
 } eng_output;
+
+#define ENG_SMALL_PATH "forward.small"
+
+/* How an output is held to its baseline. */
+typedef enum {
+  ENG_BITWISE, /* the reference's bits (baseline "ref") */
+  ENG_MODEL,   /* the bits of the path's model of the order (baseline "model") */
+  ENG_BOUND    /* the exact value within the derived bound (baseline "exact") */
+} eng_kind;
+
+/* The one declaration of how each (path, output) is compared (cf. llama.cpp's test-backend-ops,
+ * one metric per op): every row whose path and output match an engine's output is one check.
+ * `self` rows hold the reference's own outputs, the others those of every other engine. An
+ * output that matches no row is an error of its check, never a default. */
+static const struct {
+  const char *path, *output;
+  int self;
+  eng_kind kind;
+} eng_metrics[] = {
+  {"bounds", "indices", 0, ENG_BITWISE},
+  {"bounds", "offsets", 0, ENG_BITWISE},
+  {"bounds", "warnings", 0, ENG_BITWISE},
+  {"bounds", "offender", 0, ENG_BITWISE},
+  {"bounds.fused", "indices", 0, ENG_BITWISE},
+  {"bounds.fused", "offsets", 0, ENG_BITWISE},
+  {"bounds.fused", "warnings", 0, ENG_BITWISE},
+  {"bounds.fused", "offender", 0, ENG_BITWISE},
+  {"forward", "output", 1, ENG_BOUND},      /* the reference's sum against the exact one */
+  {"forward", "output", 0, ENG_BITWISE},
+  {ENG_SMALL_PATH, "output", 0, ENG_MODEL}, /* the tensor-core order, bit for bit ... */
+  {ENG_SMALL_PATH, "output", 0, ENG_BOUND}, /* ... and within its derived bound */
+  {"backward", "weights", 0, ENG_BITWISE},
+  {"backward", "momentum", 0, ENG_BITWISE},
+  {"backward", "psw_grad", 0, ENG_BITWISE},
+  {"backward.atomic", "weights", 1, ENG_BOUND}, /* the combine order is free */
+  {"backward.atomic", "momentum", 1, ENG_BOUND},
+  {"backward.atomic", "weights", 0, ENG_BOUND},
+  {"backward.atomic", "momentum", 0, ENG_BOUND},
+};
 
 /* One engine's run on one case. */
 typedef struct {
@@ -210,6 +252,7 @@ static tbe_status eng_push(eng_run *r, const eng_output *proto, const void *data
     return tbe_error(TBE_EINTERNAL, "outputs", -1, "more than %d outputs", ENG_MAX_OUT);
   eng_output *o = &r->out[r->n_out];
   *o = *proto;
+  o->small = NULL;
   size_t bytes = tbe_mul_size((size_t)o->n, eng_elem_size(o));
   o->data = malloc(bytes ? bytes : 1);
   if (!o->data)
@@ -221,10 +264,9 @@ static tbe_status eng_push(eng_run *r, const eng_output *proto, const void *data
 }
 
 static tbe_status eng_push_float(eng_run *r, const char *name, const char *path, eng_coord coord,
-                                 tbe_dtype t, const void *data, int64_t n, int vs_exact)
+                                 tbe_dtype t, const void *data, int64_t n)
 {
-  eng_output o = {.name = name, .path = path, .coord = coord, .dtype = t, .n = n,
-                  .vs_exact = vs_exact};
+  eng_output o = {.name = name, .path = path, .coord = coord, .dtype = t, .n = n};
   return eng_push(r, &o, data);
 }
 
@@ -235,13 +277,25 @@ static tbe_status eng_push_int(eng_run *r, const char *name, const char *path, e
   return eng_push(r, &o, data);
 }
 
-/* Pushes the forward's output: l->out_elems values of b->out_dtype. */
-static tbe_status eng_push_output(eng_run *r, const char *path, const tbe_batch *b,
-                                  const tbe_layout *l, const void *data, int vs_exact)
+/* Pushes the forward's output on path "forward": l->out_elems values of b->out_dtype; with
+ * small (NULL: none), a copy of the [T] flags of the features computed on the small-table path,
+ * when any is set. */
+static tbe_status eng_push_output(eng_run *r, const tbe_batch *b, const tbe_layout *l,
+                                  const void *data, const unsigned char *small)
 {
-  return eng_push_float(r, "output", path,
-                        b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED, b->out_dtype,
-                        data, l->out_elems, vs_exact);
+  tbe_status s = eng_push_float(r, "output", "forward",
+                                b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED,
+                                b->out_dtype, data, l->out_elems);
+  int any = 0;
+  for (int32_t t = 0; small && t < b->T; t++)
+    any |= small[t];
+  if (s.code != TBE_OK || !any)
+    return s;
+  eng_output *o = &r->out[r->n_out - 1];
+  if (!(o->small = malloc((size_t)b->T)))
+    return tbe_error(TBE_ENOMEM, "output", -1, "cannot copy %d small-table flags", b->T);
+  memcpy(o->small, small, (size_t)b->T);
+  return s;
 }
 
 static const eng_output *eng_find(const eng_run *r, const char *name)
@@ -262,8 +316,10 @@ static int eng_produces(eng_id e, const char *name)
 
 static void eng_run_free(eng_run *r)
 {
-  for (int i = 0; i < r->n_out; i++)
+  for (int i = 0; i < r->n_out; i++) {
     free(r->out[i].data);
+    free(r->out[i].small);
+  }
   r->n_out = 0;
 }
 
@@ -299,8 +355,8 @@ static tbe_status eng_push_bounds(eng_run *r, const char *path, tbe_itype t, con
 }
 
 /* The backward's outputs: the updated weights and (Adagrad) momentum, on path "backward", or
- * "backward.atomic" where the combine order is free (then held to the exact twin, vs_exact),
- * and the per-sample-weight gradients (weighted batches; their order is always normative). */
+ * "backward.atomic" where the combine order is free, and the per-sample-weight gradients
+ * (weighted batches; their order is always normative). */
 static tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bwd_config *cfg,
                                     const void *weights, const float *momentum,
                                     const float *psw_grad)
@@ -308,12 +364,11 @@ static tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bw
   int atomic = cfg->combine == REF_COMBINE_ATOMIC;
   const char *path = atomic ? "backward.atomic" : "backward";
   tbe_status s = eng_push_float(r, "weights", path, COORD_WEIGHT, b->wdtype, weights,
-                                b->table_offset[b->num_tables], atomic);
+                                b->table_offset[b->num_tables]);
   if (s.code == TBE_OK && momentum)
-    s = eng_push_float(r, "momentum", path, COORD_ROW, TBE_FP32, momentum, ref_bwd_rows(b),
-                       atomic);
+    s = eng_push_float(r, "momentum", path, COORD_ROW, TBE_FP32, momentum, ref_bwd_rows(b));
   if (s.code == TBE_OK && psw_grad)
-    s = eng_push_float(r, "psw_grad", "backward", COORD_POSITION, TBE_FP32, psw_grad, b->N, 0);
+    s = eng_push_float(r, "psw_grad", "backward", COORD_POSITION, TBE_FP32, psw_grad, b->N);
   return s;
 }
 
@@ -421,7 +476,7 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
     s = eng_push_bounds(r, "bounds", b->itype, b->indices, b->N, b->offsets, l->total_B,
                         warnings, bounds);
   if (s.code == TBE_OK && bounds.code == TBE_OK)
-    s = eng_push_output(r, "forward", b, l, out, 1);
+    s = eng_push_output(r, b, l, out, NULL);
   if (s.code == TBE_OK && bounds.code == TBE_OK && j->bwd)
     s = eng_push_ref_backward(r, b, l, j->bwd);
   free(out);
@@ -431,36 +486,48 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
 
 /* ---- the GPU ---- */
 
+/* The GPU forward: its bounds outputs, and its output with the features the GPU itself put on
+ * the small-table path (gpu_fwd_result.small_mask; the harness never recomputes that choice). */
 static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                         eng_run *r)
 {
-  (void)x;
   gpu_fwd_result g;
   gpu_bwd_result gb;
   const gen_bwd *bwd = j->bwd;
-  gpu_bwd_config gcfg = {(gpu_long_mode)(bwd ? bwd->gpu_long : 0), bwd ? bwd->gpu_no_bucket : 0};
-  tbe_status s = gpu_run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
-                         bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g, &gb);
+  gpu_bwd_config gcfg = {.long_mode = (gpu_long_mode)(bwd ? bwd->gpu_long : 0),
+                         .no_bucket = bwd ? bwd->gpu_no_bucket : 0,
+                         .short_width = bwd ? bwd->gpu_width : 0,
+                         .long_width = bwd ? bwd->gpu_width : 0};
+  tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
+                                bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g,
+                                &gb);
   if (s.code != TBE_OK) {
     eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
-    gpu_fwd_result_free(&g);
-    gpu_bwd_result_free(&gb);
+    x->opt.gpu.fwd_free(&g);
+    x->opt.gpu.bwd_free(&gb);
     return;
   }
-  r->ms = g.ms + gb.ms;
+  r->ms = g.ms + gb.stats.ms;
   s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
                       b->N, g.offsets, l->total_B, g.warnings, g.bounds);
   if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
-    int small = g.small_features > 0;
-    s = eng_push_output(r, small ? "forward.small" : "forward", b, l, g.out, small);
+    s = eng_push_output(r, b, l, g.out, g.small_mask);
     if (s.code == TBE_OK && g.guard_errors)
       snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
                "%d bytes written outside the output (guard regions)", g.guard_errors);
   }
   if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
     s = eng_push_backward(r, b, bwd->cfg, gb.weights, gb.momentum, gb.psw_grad);
-  gpu_fwd_result_free(&g);
-  gpu_bwd_result_free(&gb);
+  /* on the output, or without one (FATAL) on the last bounds output */
+  eng_output *o = s.code == TBE_OK && r->n_out ? (eng_output *)eng_find(r, "output") : NULL;
+  if (!o && s.code == TBE_OK && r->n_out)
+    o = &r->out[r->n_out - 1];
+  if (o && g.rerun_diffs && !o->fault[0])
+    snprintf(o->fault, sizeof o->fault,
+             "%lld elements differ in a second run over another poison: unwritten, or not "
+             "deterministic", (long long)g.rerun_diffs);
+  x->opt.gpu.fwd_free(&g);
+  x->opt.gpu.bwd_free(&gb);
   if (s.code != TBE_OK)
     eng_fail_run(r, ENG_ERROR, s);
 }
@@ -560,7 +627,7 @@ static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const 
     if (s.code == TBE_OK && !v[0])
       s = eng_read_npy(dir, "oracle_output", ot, l->out_elems, &out);
     if (s.code == TBE_OK && !v[0])
-      s = eng_push_output(r, "forward", b, l, out.data, 0);
+      s = eng_push_output(r, b, l, out.data, NULL);
     if (s.code == TBE_OK && !v[0] && bwd)
       s = eng_oracle_backward(dir, b, bwd, r);
   }
@@ -600,10 +667,15 @@ static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const 
 
 /* ---- opening and closing ---- */
 
-static void eng_start_oracle(eng_ctx *x)
+const char *eng_python(void)
 {
   const char *python = getenv("TBECHECK_PYTHON");
-  char *argv[] = {(char *)(python && *python ? python : TBE_PYTHON),
+  return python && *python ? python : TBE_PYTHON;
+}
+
+static void eng_start_oracle(eng_ctx *x)
+{
+  char *argv[] = {(char *)eng_python(),
                   TBE_SOURCE_DIR "/harness/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
   char greeting[256];
   tbe_status s = worker_start(argv, &x->oracle, greeting, sizeof greeting);
@@ -640,7 +712,14 @@ tbe_status eng_open(const eng_options *opt, eng_ctx **out)
   for (int e = 0; e < ENG_COUNT; e++)
     if (!(x->opt.engines & (1u << e)))
       snprintf(x->unavailable[e], sizeof x->unavailable[e], "not asked for");
-  if (opt->engines & (1u << ENG_GPU)) {
+  if (!x->opt.gpu.run) {
+    x->opt.gpu.run = gpu_run;
+    x->opt.gpu.fwd_free = gpu_fwd_result_free;
+    x->opt.gpu.bwd_free = gpu_bwd_result_free;
+  } else {
+    snprintf(x->gpu_desc, sizeof x->gpu_desc, "a stand-in for the GPU forward");
+  }
+  if ((opt->engines & (1u << ENG_GPU)) && !opt->gpu.run) {
     tbe_status s = gpu_probe(x->gpu_desc, sizeof x->gpu_desc);
     if (s.code != TBE_OK) {
       snprintf(x->unavailable[ENG_GPU], sizeof x->unavailable[0], "%s", s.message);
@@ -774,80 +853,280 @@ static tbe_status eng_note(eng_case_result *res, eng_id e, const char *baseline,
   return tbe_ok();
 }
 
-/* Exact values and their bounds, by output name, for bound_ratio checks: the exact forward for
- * "output"; an output whose order is not normative needs its exact twin here. */
+/* ---- twins: the model's bits and the exact values a check is held to ---- */
+
+/* Why `run` has no output called name, for a reason text. */
+static const char *eng_missing_why(const eng_run *run)
+{
+  return run->stopped[0] ? run->stopped : "it did not compute it";
+}
+
+
+/* One twin of (path, output): a model's bits (ENG_MODEL) or exact values and bounds
+ * (ENG_BOUND), over the whole output. */
 typedef struct {
-  struct {
-    const char *name;
-    double *exact, *bound; /* [n] each, owned */
-    int64_t n;
-  } v[ENG_MAX_OUT];
+  const char *path, *output;
+  eng_kind kind;
+  void *bits;                /* ENG_MODEL: [n] in the output's dtype */
+  double *exact, *bound;     /* ENG_BOUND: [n] each */
+  int64_t n;
+  unsigned char *small;      /* [T] the small-table features it was made for, or NULL */
+} eng_twin;
+
+#define ENG_MAX_TWINS 8
+
+/* The twins of one case, made on demand by eng_twin_get while b holds the reference's repaired
+ * indices and offsets (the batch the reference computed from). */
+typedef struct {
+  eng_twin v[ENG_MAX_TWINS];
   int n;
-  char why[320]; /* why one may be missing */
-} eng_exact;
+  const eng_run *ref;
+  const gen_bwd *bwd;
+} eng_twins;
 
-static void eng_exact_free(eng_exact *ex)
+static void eng_twin_free(eng_twin *t)
 {
-  for (int i = 0; i < ex->n; i++) {
-    free(ex->v[i].exact);
-    free(ex->v[i].bound);
-  }
-  ex->n = 0;
+  free(t->bits);
+  free(t->exact);
+  free(t->bound);
+  free(t->small);
+  memset(t, 0, sizeof *t);
 }
 
-static int eng_find_exact(const eng_exact *ex, const char *name)
+static void eng_twins_free(eng_twins *tw)
 {
-  for (int i = 0; i < ex->n; i++)
-    if (!strcmp(ex->v[i].name, name))
-      return i;
-  return -1;
+  for (int i = 0; i < tw->n; i++)
+    eng_twin_free(&tw->v[i]);
+  tw->n = 0;
 }
 
-/* Compares got with want (bitwise) or with the exact forward (bound_ratio) into a new check. */
-static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const eng_output *got,
-                              const eng_output *want, const eng_exact *ex, const tbe_batch *b,
-                              const tbe_layout *l)
+static int eng_same_mask(const unsigned char *a, const unsigned char *b, int32_t T)
 {
-  cmp_metric m = got->vs_exact ? CMP_BOUND : CMP_BITWISE;
-  eng_check *c = NULL;
-  tbe_status s =
-      eng_add_check(res, e, got->vs_exact ? "exact" : "ref", got->path, got->name, m, &c);
-  if (s.code != TBE_OK)
-    return s;
-  c->has_digest = 1;
-  c->digest = eng_fnv1a(ENG_FNV_SEED, got->data, (size_t)got->n * eng_elem_size(got));
-  int k = !got->vs_exact                         ? -1
-          : !strcmp(got->path, "forward.small") ? eng_find_exact(ex, "output.small")
-                                                : eng_find_exact(ex, got->name);
-  if (got->vs_exact && k < 0) {
-    c->status = ENG_ERROR;
-    snprintf(c->reason, sizeof c->reason, "no exact values of %s: %s", got->name, ex->why);
+  return (!a && !b) || (a && b && !memcmp(a, b, (size_t)T));
+}
+
+/* Makes twin t (path, output, kind set; small its mask or NULL) on the repaired batch b, or
+ * writes why it cannot into why. Returns TBE_ENOMEM only. */
+static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const tbe_layout *l,
+                                eng_twin *t, char *why, size_t n)
+{
+  const int forward = !strcmp(t->output, "output");
+  if (!eng_find(tw->ref, forward ? "output" : "weights")) {
+    snprintf(why, n, "the reference has no %s: %.280s", forward ? "output" : "weights",
+             eng_missing_why(tw->ref));
     return tbe_ok();
   }
-  int64_t want_n = got->vs_exact ? ex->v[k].n : want->n;
-  if (got->n != want_n || (!got->vs_exact && (got->is_int != want->is_int ||
-                                              eng_elem_size(got) != eng_elem_size(want)))) {
+  tbe_status s = tbe_ok();
+  if (forward && t->kind == ENG_MODEL) {
+    /* the small path's model (ref/forward_small.c), over the features of t->small */
+    t->n = l->out_elems;
+    t->bits = calloc((size_t)t->n + 1, sizeof(float));
+    s = t->bits ? ref_forward_small_model(b, l, t->small, t->bits)
+                : tbe_error(TBE_ENOMEM, "model", -1, "cannot allocate %lld values",
+                            (long long)t->n);
+  } else if (forward) {
+    t->n = l->out_elems;
+    /* zeros where no bag writes (a broken layout): the reference must then hold exactly 0 */
+    t->exact = calloc((size_t)t->n + 1, sizeof(double));
+    t->bound = calloc((size_t)t->n + 1, sizeof(double));
+    s = t->exact && t->bound ? ref_forward_exact_tc(b, l, t->small, t->exact, t->bound)
+                             : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values",
+                                         (long long)t->n);
+  } else {
+    /* weights and momentum of an atomic-combine backward, on weights before the update */
+    double *we, *wb, *me, *mb;
+    s = tw->bwd ? eng_ref_backward_exact(b, l, tw->bwd, &we, &wb, &me, &mb)
+                : tbe_error(TBE_EINTERNAL, "exact", -1, "no backward to take the twin of");
+    int w = !strcmp(t->output, "weights");
+    if (s.code == TBE_OK && !w && !me)
+      s = tbe_error(TBE_EINVAL, "exact", -1, "the optimizer keeps no momentum");
+    if (s.code == TBE_OK) {
+      t->exact = w ? we : me;
+      t->bound = w ? wb : mb;
+      t->n = w ? b->table_offset[b->num_tables] : ref_bwd_rows(b);
+      free(w ? me : we);
+      free(w ? mb : wb);
+    }
+  }
+  if (s.code == TBE_ENOMEM)
+    return s;
+  if (s.code != TBE_OK) {
+    snprintf(why, n, "%s failed: %.280s", t->kind == ENG_MODEL ? "the model" : "the exact twin",
+             s.message);
+    eng_twin_free(t);
+  }
+  return tbe_ok();
+}
+
+/* The twin of (path, output, kind) for small-table mask small (NULL: none), made if missing;
+ * *out is NULL, with why, when it cannot be made. */
+static tbe_status eng_twin_get(eng_twins *tw, const tbe_batch *b, const tbe_layout *l,
+                               const char *path, const char *output, eng_kind kind,
+                               const unsigned char *small, const eng_twin **out, char *why,
+                               size_t n)
+{
+  *out = NULL;
+  for (int i = 0; i < tw->n; i++) {
+    const eng_twin *t = &tw->v[i];
+    if (!strcmp(t->path, path) && !strcmp(t->output, output) && t->kind == kind &&
+        eng_same_mask(t->small, small, b->T)) {
+      *out = t;
+      return tbe_ok();
+    }
+  }
+  if (tw->n == ENG_MAX_TWINS)
+    return tbe_error(TBE_EINTERNAL, "twins", -1, "more than %d twins", ENG_MAX_TWINS);
+  eng_twin *t = &tw->v[tw->n];
+  memset(t, 0, sizeof *t);
+  t->path = path;
+  t->output = output;
+  t->kind = kind;
+  if (small && !(t->small = malloc((size_t)b->T)))
+    return tbe_error(TBE_ENOMEM, "twins", -1, "out of memory");
+  if (small)
+    memcpy(t->small, small, (size_t)b->T);
+  tbe_status s = eng_twin_make(tw, b, l, t, why, n);
+  if (s.code != TBE_OK) {
+    eng_twin_free(t);
+    return s;
+  }
+  if (t->n > 0 || t->bits || t->exact)
+    *out = &tw->v[tw->n++];
+  return tbe_ok();
+}
+
+/* ---- comparing ---- */
+
+/* The elements of output o on one path: all of them (sel NULL), or those listed in sel. */
+typedef struct {
+  const char *path;
+  int64_t *sel; /* [n] ascending element indices, owned, or NULL: all */
+  int64_t n;
+} eng_part;
+
+/* Splits o into its parts: the elements of features not on the small-table path (path o->path)
+ * and those of features on it (ENG_SMALL_PATH), leaving out an empty part. Returns the count. */
+static int eng_parts(const eng_output *o, const tbe_batch *b, const tbe_layout *l,
+                     eng_part part[2], tbe_status *s)
+{
+  *s = tbe_ok();
+  if (!o->small) {
+    part[0] = (eng_part){o->path, NULL, o->n};
+    return 1;
+  }
+  int64_t *sel[2] = {malloc(sizeof(int64_t) * (size_t)o->n + 1),
+                     malloc(sizeof(int64_t) * (size_t)o->n + 1)};
+  int64_t k[2] = {0, 0};
+  if (!sel[0] || !sel[1]) {
+    free(sel[0]);
+    free(sel[1]);
+    *s = tbe_error(TBE_ENOMEM, "output", -1, "cannot split %lld elements", (long long)o->n);
+    return 0;
+  }
+  for (int64_t g = 0; g < l->total_B; g++) {
+    int32_t t = l->bag_feature[g];
+    int on = o->small[t] != 0;
+    for (int32_t d = 0; d < b->D[b->feature_table_map[t]]; d++)
+      sel[on][k[on]++] = l->bag_out[g] + d;
+  }
+  int np = 0;
+  for (int on = 0; on < 2; on++)
+    if (k[on] > 0)
+      part[np++] = (eng_part){on ? ENG_SMALL_PATH : o->path, sel[on], k[on]};
+    else
+      free(sel[on]);
+  return np;
+}
+
+/* The elements sel[0..n) of src (elements of `size` bytes) into a malloc'd array (src itself,
+ * not copied, when sel is NULL: *owned = 0). */
+static const void *eng_gather(const void *src, size_t size, const int64_t *sel, int64_t n,
+                              void **owned)
+{
+  *owned = NULL;
+  if (!sel)
+    return src;
+  char *dst = malloc(size * (size_t)n + 1);
+  for (int64_t i = 0; dst && i < n; i++)
+    memcpy(dst + (size_t)i * size, (const char *)src + (size_t)sel[i] * size, size);
+  *owned = dst;
+  return dst;
+}
+
+static const char *eng_baseline(eng_kind k)
+{
+  return k == ENG_BITWISE ? "ref" : k == ENG_MODEL ? "model" : "exact";
+}
+
+/* Holds part p of engine e's output got to its baseline by kind k (want: the reference's output
+ * of that name, for ENG_BITWISE) in a new check. */
+static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const eng_output *got,
+                              const eng_part *p, eng_kind k, const eng_output *want,
+                              eng_twins *tw, const tbe_batch *b, const tbe_layout *l)
+{
+  cmp_metric m = k == ENG_BOUND ? CMP_BOUND : CMP_BITWISE;
+  const char *baseline = eng_baseline(k);
+  char why[320] = "";
+  const eng_twin *t = NULL;
+  tbe_status s = tbe_ok();
+  if (k != ENG_BITWISE)
+    s = eng_twin_get(tw, b, l, p->path, got->name, k, got->small, &t, why, sizeof why);
+  if (s.code != TBE_OK)
+    return s;
+  if (k == ENG_BITWISE && !want)
+    return eng_note(res, e, baseline, p->path, got->name, ENG_FAIL, "the reference has no %s: %s",
+                    got->name, eng_missing_why(tw->ref));
+  if (k != ENG_BITWISE && !t)
+    return eng_note(res, e, baseline, p->path, got->name, ENG_ERROR, "no %s of %s: %s",
+                    k == ENG_MODEL ? "model" : "exact values", got->name, why);
+  eng_check *c = NULL;
+  s = eng_add_check(res, e, baseline, p->path, got->name, m, &c);
+  if (s.code != TBE_OK)
+    return s;
+  size_t size = eng_elem_size(got);
+  int64_t want_n = t ? t->n : want->n;
+  if (got->n != want_n ||
+      (want && (got->is_int != want->is_int || size != eng_elem_size(want)))) {
     c->status = ENG_FAIL;
     snprintf(c->reason, sizeof c->reason, "shape: %s has %lld elements, %s %lld of %zu bytes",
-             c->baseline, (long long)want_n, eng_name(e), (long long)got->n, eng_elem_size(got));
+             baseline, (long long)want_n, eng_name(e), (long long)got->n, size);
     return tbe_ok();
   }
-  s = cmp_init(&c->cmp, m, x->opt.max_violations);
+  void *own[4] = {NULL, NULL, NULL, NULL};
+  const void *g = eng_gather(got->data, size, p->sel, p->n, &own[0]);
+  const void *w = k == ENG_BOUND ? NULL
+                                 : eng_gather(t ? t->bits : want->data, size, p->sel, p->n, &own[1]);
+  const double *ex = k == ENG_BOUND ? eng_gather(t->exact, sizeof(double), p->sel, p->n, &own[2])
+                                    : NULL;
+  const double *bd = k == ENG_BOUND ? eng_gather(t->bound, sizeof(double), p->sel, p->n, &own[3])
+                                    : NULL;
+  if (!g || (k != ENG_BOUND && !w) || (k == ENG_BOUND && (!ex || !bd)))
+    s = tbe_error(TBE_ENOMEM, "compare", -1, "cannot gather %lld elements", (long long)p->n);
+  if (s.code == TBE_OK)
+    s = cmp_init(&c->cmp, m, x->opt.max_violations);
+  if (s.code == TBE_OK) {
+    c->has_digest = 1;
+    c->digest = eng_fnv1a(ENG_FNV_SEED, g, (size_t)p->n * size);
+    if (k == ENG_BOUND)
+      cmp_bound(&c->cmp, got->dtype, ex, bd, g, p->n);
+    else if (got->is_int)
+      cmp_bitwise_int(&c->cmp, got->itype, w, g, p->n);
+    else
+      cmp_bitwise(&c->cmp, got->dtype, w, g, p->n);
+    c->compared = 1;
+  }
+  for (int i = 0; i < 4; i++)
+    free(own[i]);
   if (s.code != TBE_OK)
     return s;
-  if (got->vs_exact)
-    cmp_bound(&c->cmp, got->dtype, ex->v[k].exact, ex->v[k].bound, got->data, got->n);
-  else if (got->is_int)
-    cmp_bitwise_int(&c->cmp, got->itype, want->data, got->data, got->n);
-  else
-    cmp_bitwise(&c->cmp, got->dtype, want->data, got->data, got->n);
-  c->compared = 1;
   int kept = (int)(c->cmp.violations < c->cmp.cap ? c->cmp.violations : c->cmp.cap);
   if (kept > 0 && !(c->violations = malloc(sizeof *c->violations * (size_t)kept)))
     s = tbe_error(TBE_ENOMEM, "violations", -1, "out of memory");
   for (int i = 0; s.code == TBE_OK && i < kept; i++) {
-    c->violations[i].v = c->cmp.first[i];
-    eng_coordinates(got, b, l, c->cmp.first[i].index, c->violations[i].coordinates,
+    cmp_violation v = c->cmp.first[i];
+    v.index = p->sel ? p->sel[v.index] : v.index;
+    c->violations[i].v = v;
+    eng_coordinates(got, b, l, v.index, c->violations[i].coordinates,
                     sizeof c->violations[i].coordinates);
   }
   c->n_violations = s.code == TBE_OK ? kept : 0;
@@ -856,7 +1135,13 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   if (c->cmp.violations && c->n_violations) {
     const eng_violation *v = &c->violations[0];
     c->status = ENG_FAIL;
-    if (got->vs_exact)
+    if (k == ENG_BOUND && c->cmp.no_bound)
+      snprintf(c->reason, sizeof c->reason,
+               "%lld of %lld elements outside the bound, %lld of them without a finite bound; "
+               "first at %s: exact %.17g, got %.9g, bound %.3g",
+               (long long)c->cmp.violations, (long long)c->cmp.elements,
+               (long long)c->cmp.no_bound, v->coordinates, v->v.expected, v->v.got, v->v.bound);
+    else if (k == ENG_BOUND)
       snprintf(c->reason, sizeof c->reason,
                "%lld of %lld elements outside the bound (worst ratio %.3g); first at %s: "
                "exact %.17g, got %.9g, bound %.3g",
@@ -864,9 +1149,10 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
                c->cmp.worst_bound_ratio, v->coordinates, v->v.expected, v->v.got, v->v.bound);
     else
       snprintf(c->reason, sizeof c->reason,
-               "%lld of %lld elements differ (max %lld ulp); first at %s: ref %.9g, %s %.9g",
+               "%lld of %lld elements differ (max %lld ulp); first at %s: %s %.9g, %s %.9g",
                (long long)c->cmp.violations, (long long)c->cmp.elements,
-               (long long)c->cmp.max_ulp, v->coordinates, v->v.expected, eng_name(e), v->v.got);
+               (long long)c->cmp.max_ulp, v->coordinates, baseline, v->v.expected, eng_name(e),
+               v->v.got);
   } else if (c->cmp.violations) {
     c->status = ENG_FAIL;
     snprintf(c->reason, sizeof c->reason, "%lld of %lld elements fail %s",
@@ -878,15 +1164,36 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   return s;
 }
 
-/* Why `run` has no output called name, for a reason text. */
-static const char *eng_missing_why(const eng_run *run)
+/* Every check of output got of engine e (self: e is the reference), one per part of it and per
+ * row of eng_metrics for that part's path and the output's name. */
+static tbe_status eng_check_output(eng_ctx *x, eng_case_result *res, eng_id e, int self,
+                                   const eng_output *got, const eng_output *want, eng_twins *tw,
+                                   const tbe_batch *b, const tbe_layout *l)
 {
-  return run->stopped[0] ? run->stopped : "it did not compute it";
+  eng_part part[2];
+  tbe_status s;
+  int np = eng_parts(got, b, l, part, &s);
+  for (int i = 0; s.code == TBE_OK && i < np; i++) {
+    int rows = 0;
+    for (size_t r = 0; s.code == TBE_OK && r < sizeof eng_metrics / sizeof eng_metrics[0]; r++)
+      if (eng_metrics[r].self == self && !strcmp(eng_metrics[r].path, part[i].path) &&
+          !strcmp(eng_metrics[r].output, got->name)) {
+        rows++;
+        s = eng_compare(x, res, e, got, &part[i], eng_metrics[r].kind, want, tw, b, l);
+      }
+    if (s.code == TBE_OK && !rows && !self)
+      s = eng_note(res, e, "ref", part[i].path, got->name, ENG_ERROR,
+                   "no metric is declared for %s on path %s (eng_metrics)", got->name,
+                   part[i].path);
+  }
+  for (int i = 0; i < np; i++)
+    free(part[i].sel);
+  return s;
 }
 
 /* The checks of engine e (not the reference) against the reference's run. */
 static tbe_status eng_check_engine(eng_ctx *x, eng_case_result *res, eng_id e,
-                                   const eng_run *run, const eng_run *ref, const eng_exact *ex,
+                                   const eng_run *run, const eng_run *ref, eng_twins *tw,
                                    const tbe_batch *b, const tbe_layout *l)
 {
   tbe_status s = tbe_ok();
@@ -896,14 +1203,8 @@ static tbe_status eng_check_engine(eng_ctx *x, eng_case_result *res, eng_id e,
                    run->reason);
     return s;
   }
-  for (int i = 0; s.code == TBE_OK && i < run->n_out; i++) {
-    const eng_output *got = &run->out[i], *want = eng_find(ref, got->name);
-    if (got->vs_exact || want)
-      s = eng_compare(x, res, e, got, want, ex, b, l);
-    else
-      s = eng_note(res, e, "ref", got->path, got->name, ENG_FAIL, "the reference has no %s: %s",
-                   got->name, eng_missing_why(ref));
-  }
+  for (int i = 0; s.code == TBE_OK && i < run->n_out; i++)
+    s = eng_check_output(x, res, e, 0, &run->out[i], eng_find(ref, run->out[i].name), tw, b, l);
   for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++) {
     const eng_output *want = &ref->out[i];
     if (eng_find(run, want->name))
@@ -918,9 +1219,9 @@ static tbe_status eng_check_engine(eng_ctx *x, eng_case_result *res, eng_id e,
   return s;
 }
 
-/* Every check of the case from the engines' runs. */
+/* Every check of the case from the engines' runs; b holds the reference's repaired inputs. */
 static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run runs[ENG_COUNT],
-                             const eng_exact *ex, const tbe_batch *b, const tbe_layout *l)
+                             eng_twins *tw, const tbe_batch *b, const tbe_layout *l)
 {
   const eng_run *ref = &runs[ENG_REF];
   tbe_status s = tbe_ok();
@@ -932,11 +1233,10 @@ static tbe_status eng_checks(eng_ctx *x, eng_case_result *res, const eng_run run
     return s;
   }
   for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++)
-    if (ref->out[i].vs_exact)
-      s = eng_compare(x, res, ENG_REF, &ref->out[i], NULL, ex, b, l);
+    s = eng_check_output(x, res, ENG_REF, 1, &ref->out[i], NULL, tw, b, l);
   for (int e = ENG_REF + 1; s.code == TBE_OK && e < ENG_COUNT; e++)
     if (x->opt.engines & (1u << e))
-      s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, ex, b, l);
+      s = eng_check_engine(x, res, (eng_id)e, &runs[e], ref, tw, b, l);
   if (s.code == TBE_OK && res->n_checks == 0) /* every case stores at least its outcome */
     s = eng_note(res, ENG_REF, "exact", ref->n_out ? ref->out[0].path : "forward",
                  ref->n_out ? ref->out[0].name : "output", ENG_UNSUPPORTED,
@@ -978,61 +1278,9 @@ static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int
     return;
   eng_perf *p = &res->perf[res->n_perf++];
   p->engine = e;
-  p->path = o->path;
+  p->path = o->small ? ENG_SMALL_PATH : o->path;
   p->ms = run->ms;
   p->bytes = bytes;
-}
-
-/* The reference's exact forward on its repaired batch (b as the reference left it), under the
- * name "output"; with tc_mask, the bounds of the small-table tensor-core path for the masked
- * features, under "output.small" (the GPU's "forward.small" output is held to those). */
-static void eng_exact_forward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
-                              const unsigned char *tc_mask, eng_exact *ex)
-{
-  snprintf(ex->why, sizeof ex->why, "the reference has no output: %.280s", eng_missing_why(ref));
-  if (!eng_find(ref, "output"))
-    return;
-  size_t n = (size_t)l->out_elems;
-  /* zeros where no bag writes (a broken layout): the reference must then hold exactly 0 there */
-  double *exact = calloc(n + 1, sizeof(double)), *bound = calloc(n + 1, sizeof(double));
-  tbe_status s = exact && bound
-                     ? ref_forward_exact_tc(b, l, tc_mask, exact, bound)
-                     : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %zu values", n);
-  if (s.code != TBE_OK) {
-    snprintf(ex->why, sizeof ex->why, "the exact forward failed: %s", s.message);
-    free(exact);
-    free(bound);
-    return;
-  }
-  ex->v[ex->n].name = tc_mask ? "output.small" : "output";
-  ex->v[ex->n].exact = exact;
-  ex->v[ex->n].bound = bound;
-  ex->v[ex->n++].n = l->out_elems;
-}
-
-/* The exact twin of an atomic-combine backward ("weights", "momentum") on the reference's
- * repaired batch, whose weights are still the ones before the update. */
-static void eng_exact_backward(const eng_run *ref, const tbe_batch *b, const tbe_layout *l,
-                               const gen_bwd *bwd, eng_exact *ex)
-{
-  if (!bwd || bwd->cfg->combine != REF_COMBINE_ATOMIC || !eng_find(ref, "weights"))
-    return;
-  double *we, *wb, *me, *mb;
-  tbe_status s = eng_ref_backward_exact(b, l, bwd, &we, &wb, &me, &mb);
-  if (s.code != TBE_OK) {
-    snprintf(ex->why, sizeof ex->why, "the exact backward failed: %.250s", s.message);
-    return;
-  }
-  ex->v[ex->n].name = "weights";
-  ex->v[ex->n].exact = we;
-  ex->v[ex->n].bound = wb;
-  ex->v[ex->n++].n = b->table_offset[b->num_tables];
-  if (me) {
-    ex->v[ex->n].name = "momentum";
-    ex->v[ex->n].exact = me;
-    ex->v[ex->n].bound = mb;
-    ex->v[ex->n++].n = ref_bwd_rows(b);
-  }
 }
 
 /* memcpy that allows n == 0 with NULL pointers (a batch without indices has indices NULL). */
@@ -1053,34 +1301,21 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     return s;
   size_t isz = tbe_itype_size(b->itype);
   size_t idx_bytes = isz * (size_t)b->N, off_bytes = isz * (size_t)(l.total_B + 1);
+  /* the pristine inputs, and the reference's repaired ones (the twins' batch) */
   void *idx0 = malloc(idx_bytes + 1), *off0 = malloc(off_bytes);
+  void *idx_ref = malloc(idx_bytes + 1), *off_ref = malloc(off_bytes);
   eng_run runs[ENG_COUNT];
   memset(runs, 0, sizeof runs);
-  eng_exact ex = {0};
+  eng_twins tw = {.ref = &runs[ENG_REF], .bwd = bwd};
   int64_t bytes = 0;
-  unsigned char *small = NULL; /* [T] features on the GPU's small-table path, or NULL */
-  if (!idx0 || !off0) {
+  if (!idx0 || !off0 || !idx_ref || !off_ref) {
     s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
     goto done;
   }
   copy_bytes(idx0, b->indices, idx_bytes);
   memcpy(off0, b->offsets, off_bytes);
-  if (cfg && cfg->small != GPU_SMALL_OFF && !x->unavailable[ENG_GPU][0]) {
-    /* the features the GPU will put on the small-table path, chosen on the offsets as given */
-    small = calloc((size_t)b->T, 1);
-    if (!small) {
-      s = tbe_error(TBE_ENOMEM, "small", -1, "cannot allocate %d flags", b->T);
-      goto done;
-    }
-    ref_small_choose(b, &l, cfg->small == GPU_SMALL_ON, small);
-    int any = 0;
-    for (int32_t t = 0; t < b->T; t++)
-      any |= small[t];
-    if (!any) {
-      free(small);
-      small = NULL;
-    }
-  }
+  copy_bytes(idx_ref, b->indices, idx_bytes);
+  memcpy(off_ref, b->offsets, off_bytes);
   eng_job job = {canon, mode, cfg, bwd};
   for (int e = 0; e < ENG_COUNT; e++) {
     runs[e].status = x->unavailable[e][0] ? ENG_SKIP : ENG_PASS;
@@ -1090,32 +1325,33 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
     copy_bytes(b->indices, idx0, idx_bytes);
     memcpy(b->offsets, off0, off_bytes);
     eng_table[e].run(x, b, &l, &job, &runs[e]);
-    if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
-      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
-    if (e == ENG_REF && runs[e].status == ENG_PASS) {
-      eng_exact_forward(&runs[e], b, &l, NULL, &ex);
-      if (small)
-        eng_exact_forward(&runs[e], b, &l, small, &ex);
-      eng_exact_backward(&runs[e], b, &l, bwd, &ex);
+    if (e == ENG_REF) {
+      copy_bytes(idx_ref, b->indices, idx_bytes);
+      memcpy(off_ref, b->offsets, off_bytes);
       bytes = eng_forward_bytes(b, &l);
     }
+    if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
+      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
   }
-  copy_bytes(b->indices, idx0, idx_bytes);
-  memcpy(b->offsets, off0, off_bytes);
-  s = eng_checks(x, res, runs, &ex, b, &l);
+  copy_bytes(b->indices, idx_ref, idx_bytes);
+  memcpy(b->offsets, off_ref, off_bytes);
+  s = eng_checks(x, res, runs, &tw, b, &l);
   for (int e = 0; e < ENG_COUNT; e++)
     eng_add_perf(res, (eng_id)e, &runs[e], bytes);
   if (runs[ENG_REF].status == ENG_PASS)
     res->ref_ms = runs[ENG_REF].ms;
   if (runs[ENG_GPU].status == ENG_PASS)
     res->gpu_ms = runs[ENG_GPU].ms;
+  copy_bytes(b->indices, idx0, idx_bytes);
+  memcpy(b->offsets, off0, off_bytes);
 done:
   for (int e = 0; e < ENG_COUNT; e++)
     eng_run_free(&runs[e]);
-  eng_exact_free(&ex);
-  free(small);
+  eng_twins_free(&tw);
   free(idx0);
   free(off0);
+  free(idx_ref);
+  free(off_ref);
   tbe_layout_free(&l);
   return s;
 }

@@ -2,14 +2,16 @@
  * engine's named outputs with its baseline. Not the comparison metrics (compare.h) nor storage.
  *
  * An engine turns a pristine batch into a list of named outputs ("output", "indices", "offsets",
- * "warnings", "offender"; with a backward "weights", "momentum", "psw_grad"). Each output says
- * which path computed it and whether its order is normative: a normative output is held to the
- * reference's bits (metric bitwise, baseline "ref"), any other to its exact twin within the
- * derived bound (metric bound_ratio, baseline "exact"). The reference's own non-normative
- * outputs are held to the exact twins as well. Every comparison, skip or error becomes one
- * eng_check: (engine, baseline, path, output, status, metrics, first violations at their
- * coordinates), which db.h stores as one results row. An engine that is not available is a
- * `skip` with the reason, never a pass.
+ * "warnings", "offender"; with a backward "weights", "momentum", "psw_grad"), each on the path
+ * that computed it; the GPU's forward output also names the features it put on the small-table
+ * path, whose elements are on path "forward.small". One table in engine.c (eng_metrics)
+ * declares how each (path, output) is held: to the reference's bits (metric bitwise, baseline
+ * "ref"), to the bits of the path's model (bitwise, "model"), or to its exact twin within the
+ * derived bound (bound_ratio, "exact"); a path may have several (forward.small: model, then
+ * bound), and the reference's own outputs on order-free paths are held to the exact twins.
+ * Every comparison, skip or error becomes one eng_check: (engine, baseline, path, output,
+ * status, metrics, first violations at their coordinates), which db.h stores as one results
+ * row. An engine that is not available is a `skip` with the reason, never a pass.
  *
  * Invariant: after eng_run_batch the batch holds its pristine indices and offsets again; each
  * engine saw them pristine.
@@ -46,8 +48,20 @@ tbe_status eng_parse_list(const char *list, unsigned *mask);
 /* Formats a mask as "ref,gpu,oracle" (in eng_id order) into buf. */
 void eng_format_list(unsigned mask, char *buf, size_t n);
 
+/* The GPU calls the gpu engine makes (gpu_run's contract). */
+typedef struct {
+  tbe_status (*run)(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                    const gpu_fwd_config *fcfg, const ref_bwd_config *bcfg,
+                    const gpu_bwd_config *gcfg, const void *grad_output, const float *momentum,
+                    gpu_fwd_result *fr, gpu_bwd_result *br);
+  void (*fwd_free)(gpu_fwd_result *r);
+  void (*bwd_free)(gpu_bwd_result *r);
+} eng_gpu_calls;
+
 typedef struct {
   unsigned engines;       /* mask of engines to run (eng_parse_list) */
+  eng_gpu_calls gpu;      /* zeros: gpu_run, gpu_fwd_result_free, gpu_bwd_result_free; a
+                           * test's CPU stand-in otherwise (the GPU is then not probed) */
   int max_violations;     /* violations recorded per check, with coordinates */
   eng_id fault_engine;    /* test the tester: after this engine ran, ... */
   char fault_output[32];  /* ... its output of this name ("": no fault) ... */
@@ -122,8 +136,8 @@ typedef struct {
  * (not bounds-checked), validated batch named by canon (its canonical case text), mode its
  * bounds mode and cfg the GPU forward's configuration; bwd (NULL: forward only) the backward's
  * configuration and inputs, whose outputs "weights", "momentum" (Adagrad) and "psw_grad"
- * (weighted) are held bit for bit to the reference's, or with bwd.combine=atomic, weights and
- * momentum to its exact twin within the derived bound (path "backward.atomic"). Engine
+ * (weighted) are held as eng_metrics says for path "backward" or, with bwd.combine=atomic,
+ * "backward.atomic". Engine
  * failures become checks with status error; the return value reports only what stops tbecheck
  * (TBE_ENOMEM, an internal error). r must be freed with eng_case_result_free either way. */
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
@@ -153,6 +167,10 @@ int eng_case_failed(const eng_case_result *r);
 
 /* A monotonic clock in milliseconds: the engines' timings, and the progress line's. */
 double eng_now_ms(void);
+
+/* The Python interpreter of the oracle engine and the HTML report: $TBECHECK_PYTHON, or else
+ * the one CMake found when it configured the build. */
+const char *eng_python(void);
 
 /* FNV-1a 64 of n bytes, continuing from h (start with ENG_FNV_SEED). */
 #define ENG_FNV_SEED UINT64_C(0xcbf29ce484222325)

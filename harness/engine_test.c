@@ -2,12 +2,19 @@
  * (pooled, VBE, pooling NONE, indices, offsets, offender), an unavailable engine is a skip with
  * its reason and never a pass, and a FATAL case is compared by its offender; the backward's
  * outputs (weights, momentum, psw_grad) are checked likewise, against the exact twin in atomic
- * mode. Not the metrics' own tests (compare_test.c).
+ * mode. Through a CPU stand-in for the GPU forward (the reference's bounds check and forward,
+ * the tensor-core model on the features it chooses): the output is compared per feature, the
+ * GPU's choice of small-table features is read, not recomputed, a dropped lookup on the small
+ * path is caught at L = 20,000, and a rerun that differs fails. Not the metrics' own tests
+ * (compare_test.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "engine.h"
+#include "forward.h"
+#include "forward_small.h"
 #include "test_util.h"
 
 /* Runs one case text through the engines of opt into *r; returns 0 on success. */
@@ -268,8 +275,202 @@ static void test_backward(void)
   }
 }
 
+/* ---- a CPU stand-in for the GPU forward ---- */
+
+static struct {
+  int all_small;     /* 1: every eligible feature takes the small path, whatever cfg says */
+  int64_t drop;      /* >= 0: the small path skips the lookup at this position (a planted bug) */
+  int64_t rerun;     /* reported as rerun_diffs */
+} stand_in = {0, -1, 0};
+
+static void *copy_of(const void *p, size_t n)
+{
+  void *q = malloc(n + 1);
+  if (q && n)
+    memcpy(q, p, n);
+  return q;
+}
+
+/* gpu_run's contract on the CPU (forward only): bounds check and forward of the reference on copies of
+ * the indices and offsets; features on the small path (fwd.small=on, or stand_in.all_small) get
+ * the tensor-core model's bits, with stand_in.drop's lookup left out of it. */
+static tbe_status stand_in_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
+                               const gpu_fwd_config *cfg, const ref_bwd_config *bcfg,
+                               const gpu_bwd_config *gcfg, const void *grad_output,
+                               const float *momentum, gpu_fwd_result *r, gpu_bwd_result *br)
+{
+  (void)gcfg;
+  (void)grad_output;
+  (void)momentum;
+  memset(r, 0, sizeof *r);
+  if (br)
+    memset(br, 0, sizeof *br);
+  if (bcfg)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "the stand-in runs no backward");
+  size_t isz = tbe_itype_size(b->itype);
+  tbe_batch w = *b;
+  w.indices = r->indices = copy_of(b->indices, isz * (size_t)b->N);
+  w.offsets = r->offsets = copy_of(b->offsets, isz * (size_t)(l->total_B + 1));
+  r->small_mask = calloc((size_t)b->T + 1, 1);
+  r->out = calloc((size_t)l->out_elems + 1, tbe_dtype_size(b->out_dtype));
+  r->bounds = ref_bounds_check(&w, l, mode, &r->warnings);
+  r->rerun_diffs = stand_in.rerun;
+  if (r->bounds.code != TBE_OK)
+    return tbe_ok();
+  tbe_status s = ref_forward(&w, l, r->out);
+  for (int32_t t = 0; t < b->T; t++) {
+    r->small_mask[t] = (cfg->small == GPU_SMALL_ON || stand_in.all_small) &&
+                       ref_small_eligible(b, t);
+    r->small_features += r->small_mask[t];
+  }
+  void *model_idx = copy_of(w.indices, isz * (size_t)b->N);
+  w.indices = model_idx;
+  if (stand_in.drop >= 0)
+    tbe_iset(model_idx, b->itype, stand_in.drop, -1);
+  if (s.code == TBE_OK && r->small_features)
+    s = ref_forward_small_model(&w, l, r->small_mask, r->out);
+  free(model_idx);
+  return s;
+}
+
+static void stand_in_bwd_free(gpu_bwd_result *r) { memset(r, 0, sizeof *r); }
+
+static void stand_in_free(gpu_fwd_result *r)
+{
+  free(r->out);
+  free(r->indices);
+  free(r->offsets);
+  free(r->small_mask);
+  memset(r, 0, sizeof *r);
+}
+
+static const eng_check *find_on(const eng_case_result *r, eng_id e, const char *baseline,
+                                const char *path, const char *output)
+{
+  for (int i = 0; i < r->n_checks; i++) {
+    const eng_check *c = &r->checks[i];
+    if (c->engine == e && !strcmp(c->baseline, baseline) && !strcmp(c->path, path) &&
+        !strcmp(c->output, output))
+      return c;
+  }
+  return NULL;
+}
+
+static eng_options stand_in_options(const char *fault)
+{
+  eng_options o = options((1u << ENG_REF) | (1u << ENG_GPU), fault);
+  o.gpu.run = stand_in_run;
+  o.gpu.fwd_free = stand_in_free;
+  o.gpu.bwd_free = stand_in_bwd_free;
+  return o;
+}
+
+/* Feature 0 (E = 16, D = 64) takes the small path, feature 1 (E = 100) cannot: feature 1's
+ * columns are held to the reference bit for bit, feature 0's to the model bit for bit and to the
+ * bound. A one-ulp fault in a generic column fails on path "forward" (it passed when one small
+ * feature sent the whole output to the bound), one in a small column fails the model check. */
+static void test_per_feature(void)
+{
+  const char *text = "T=2 B=4 E=16,100 D=64,64 L=20 wdtype=fp16 fwd.small=on seed=3";
+  static const struct {
+    const char *fault, *baseline, *path;
+    int64_t elements;
+  } runs[] = {
+    {NULL, NULL, NULL, 0},
+    {"gpu:output@64", "ref", "forward", 4 * 64},        /* bag 0 of feature 1, d = 0 */
+    {"gpu:output@130", "model", "forward.small", 4 * 64}, /* bag 1 of feature 0, d = 2 */
+  };
+  for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+    eng_options o = stand_in_options(runs[k].fault);
+    eng_case_result r;
+    if (run_text(&o, text, &r))
+      continue;
+    const eng_check *gen = find_on(&r, ENG_GPU, "ref", "forward", "output");
+    const eng_check *mod = find_on(&r, ENG_GPU, "model", "forward.small", "output");
+    const eng_check *bnd = find_on(&r, ENG_GPU, "exact", "forward.small", "output");
+    CHECK(gen && mod && bnd && gen->cmp.elements == 4 * 64 && mod->cmp.elements == 4 * 64 &&
+              bnd->cmp.elements == 4 * 64 && gen->metric == CMP_BITWISE &&
+              mod->metric == CMP_BITWISE && bnd->metric == CMP_BOUND,
+          "%s: the output is not split into its generic and small-table features",
+          runs[k].fault ? runs[k].fault : "no fault");
+    if (!runs[k].fault) {
+      CHECK(!eng_case_failed(&r), "the stand-in's model output failed");
+    } else {
+      const eng_check *c = find_on(&r, ENG_GPU, runs[k].baseline, runs[k].path, "output");
+      CHECK(c && c->status == ENG_FAIL && c->cmp.violations == 1,
+            "%s: not caught on %s against %s", runs[k].fault, runs[k].path, runs[k].baseline);
+      CHECK(bnd && bnd->status == ENG_PASS, "%s: one ulp outside the small path's bound?",
+            runs[k].fault);
+    }
+    eng_case_result_free(&r);
+  }
+}
+
+/* fwd.small=auto with bags far shorter than any auto threshold: the stand-in still takes the
+ * small path for the eligible feature, and the harness follows its mask (recomputing the GPU's
+ * policy held the model's bits to the reference's and failed them). */
+static void test_reads_the_mask(void)
+{
+  stand_in.all_small = 1;
+  eng_options o = stand_in_options(NULL);
+  eng_case_result r;
+  if (!run_text(&o, "T=2 B=4 E=16,100 D=64,64 L=3 wdtype=fp16 seed=4", &r)) {
+    const eng_check *mod = find_on(&r, ENG_GPU, "model", "forward.small", "output");
+    CHECK(mod && mod->status == ENG_PASS && !eng_case_failed(&r),
+          "the GPU's small-table choice was not followed: %s", mod ? mod->reason : "no check");
+    eng_case_result_free(&r);
+  }
+  stand_in.all_small = 0;
+}
+
+/* A kernel that skips one lookup of a bag of 20,000 (in the first 256, or past them): the
+ * bound (about 47 rows wide there) cannot see it, the model's bits must. */
+static void test_dropped_lookup(void)
+{
+  const char *text = "B=2 E=16 D=64 L=20000 wdtype=fp16 fwd.small=on seed=5";
+  static const int64_t drop[] = {100, 12345, 20000 + 19000};
+  for (size_t k = 0; k < sizeof drop / sizeof drop[0]; k++) {
+    stand_in.drop = drop[k];
+    eng_options o = stand_in_options(NULL);
+    eng_case_result r;
+    if (!run_text(&o, text, &r)) {
+      const eng_check *mod = find_on(&r, ENG_GPU, "model", "forward.small", "output");
+      CHECK(mod && mod->status == ENG_FAIL && mod->cmp.violations > 0 && eng_case_failed(&r),
+            "the lookup dropped at position %lld was not caught: %s", (long long)drop[k],
+            mod ? mod->reason : "no check");
+      const eng_check *bnd = find_on(&r, ENG_GPU, "exact", "forward.small", "output");
+      if (bnd)
+        printf("dropped lookup at %lld: model check %s, bound check %s (worst ratio %.3g)\n",
+               (long long)drop[k], eng_status_name(mod ? mod->status : ENG_ERROR),
+               eng_status_name(bnd->status), bnd->cmp.worst_bound_ratio);
+      eng_case_result_free(&r);
+    }
+  }
+  stand_in.drop = -1;
+}
+
+/* A GPU whose second run over another poison differs (an unwritten element, or a racy one)
+ * fails its output even where every element matches. */
+static void test_rerun(void)
+{
+  stand_in.rerun = 3;
+  eng_options o = stand_in_options(NULL);
+  eng_case_result r;
+  if (!run_text(&o, "B=4 E=10 D=8 L=3", &r)) {
+    const eng_check *c = find_on(&r, ENG_GPU, "ref", "forward", "output");
+    CHECK(c && c->status == ENG_FAIL && strstr(c->reason, "second run"), "rerun: %s",
+          c ? c->reason : "no check");
+    eng_case_result_free(&r);
+  }
+  stand_in.rerun = 0;
+}
+
 int main(void)
 {
+  test_per_feature();
+  test_reads_the_mask();
+  test_dropped_lookup();
+  test_rerun();
   test_lists();
   test_reference();
   test_coordinates();

@@ -690,6 +690,7 @@ tbe_status gen_case(const tbe_case *c, tbe_batch *b, gen_bwd *bwd)
     bwd->momentum = momentum;
     bwd->gpu_long = case_knobs(c)->bwd_long;
     bwd->gpu_no_bucket = case_knobs(c)->bwd_no_bucket;
+    bwd->gpu_width = case_knobs(c)->bwd_width;
   }
   if (s.code != TBE_OK)
     gen_case_free(b, bwd);

@@ -24,7 +24,8 @@ typedef struct {
   const ref_bwd_config *cfg; /* cfg->opt.kind != REF_OPT_NONE */
   const void *grad_output;   /* [out_elems] in the output dtype */
   const float *momentum;     /* [rows] (rowwise_adagrad), else NULL */
-  int gpu_long, gpu_no_bucket; /* how the GPU engine runs it: bwd.long, bwd.bucket=0 */
+  int gpu_long, gpu_no_bucket, gpu_width; /* how the GPU engine runs it: bwd.long,
+                                            bwd.bucket=0, bwd.width */
 } gen_bwd;
 
 /* Generates case c: the batch into *b (validated) and, when the case has an optimizer, its

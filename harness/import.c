@@ -102,7 +102,7 @@ static tbe_status import_build(npy_array *a, const int *has, tbe_batch *b)
   if (nt < 1 || nt > INT32_MAX)
     return tbe_error(TBE_EINVAL, "E", -1, "E.npy holds %lld tables", (long long)nt);
   b->num_tables = (int32_t)nt;
-  tbe_status s = import_ints("E", &a[F_E], nt, 0, IMPORT_MAX_ROWS, &b->E);
+  tbe_status s = import_ints("E", &a[F_E], nt, 1, IMPORT_MAX_ROWS, &b->E);
   if (s.code == TBE_OK)
     s = import_ints("D", &a[F_D], nt, 1, TBE_MAX_D, &tmp);
   if (s.code == TBE_OK)

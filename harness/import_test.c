@@ -114,6 +114,14 @@ static void test_identity_and_errors(void)
   s = import_named("mixed", &defaults, b);
   CHECK(s.code == TBE_EINVAL && strstr(s.message, "both"), "mixed index dtypes: %s", s.message);
 
+  /* a table without rows: a WARNING repair to row 0 would read past the table */
+  round_trip("T=2 B=2 E=5,6 D=4 L=2", "empty_table");
+  snprintf(p, sizeof p, "%s/empty_table/E.npy", tmp);
+  int64_t rows[2] = {5, 0}, two[1] = {2};
+  CHECK(npy_write(p, NPY_I8, 1, two, rows).code == TBE_OK, "cannot rewrite E.npy");
+  s = import_named("empty_table", &defaults, b);
+  CHECK(s.code == TBE_EINVAL && strstr(s.message, "E[1] is 0"), "E = 0: %s", s.message);
+
   s = import_named("no-such-dir", &defaults, b);
   CHECK(s.code == TBE_EINVAL && strstr(s.message, "not a directory"), "no dir: %s", s.message);
   import_options bad_pool = defaults;

@@ -20,7 +20,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "case.h"
 #include "db.h"
@@ -47,7 +49,7 @@ static const char usage_text[] =
     "  replay ID|CASE             rerun one case: each comparison and its first violations\n"
     "  list [--failed] [--run N]  results of a run (default: the last)\n"
     "  show RESULT_ID             one result in full, with its violations\n"
-    "  report [--run N]           a run's summary and the drift of its cases\n"
+    "  report [--run N] [--html FILE]  a run's summary, drift across commits, speed\n"
     "  import DIR                 run a captured batch given as .npy files\n"
     "  export CASE|CASEFILE DIR   write a case's inputs and reference outputs as .npy files\n"
     "  merge OUT.db IN.db ...     fold databases (e.g. shards) into one\n"
@@ -73,8 +75,8 @@ static const char usage_text[] =
 
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
-    "                    [--shard I/N] [--max-violations N] [--inject-fault ENGINE:OUTPUT]\n"
-    "                    [--max-memory SIZE]\n"
+    "                    [--shard I/N] [--campaign ID] [--max-violations N]\n"
+    "                    [--inject-fault ENGINE:OUTPUT] [--max-memory SIZE]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
     "engine pair and path, and a warning for each engine that could not run here. All cases\n"
@@ -83,6 +85,10 @@ static const char run_usage[] =
     "  --engines LIST         comma-separated, from ref,gpu,oracle (default all; ref always)\n"
     "  --repeat N             run each case N times (flaky outputs show in flaky.sql)\n"
     "  --shard I/N            run only cases I, I+N, I+2N, ... (1-based) of the list\n"
+    "  --campaign ID          the campaign the run belongs to (letters, digits, . _ : -; at\n"
+    "                         most 64): merged shards of one campaign report as one. Default\n"
+    "                         with --shard: derived from the commit, N, the engines, the repeats\n"
+    "                         and every case, so the shards of one command line agree\n"
     "  --max-violations N     violations stored per result (default 10)\n"
     "  --inject-fault E:O[@I] test the tester: move element I (default 0) of engine E's\n"
     "                         output O by one ulp (integers: by one); the run must then fail.\n"
@@ -110,11 +116,18 @@ static const char show_usage[] =
     "Prints one result in full (its case, run and metrics) and its recorded violations.\n";
 
 static const char report_usage[] =
-    "usage: tbecheck report [--run N] [--db PATH]\n"
-    "Prints run N (default: the last), its summary per engine pair and path, and the drift of\n"
-    "each of its results against the previous execution of the same case and output (an\n"
-    "earlier repeat, or else the latest earlier run): new, status changed, bits changed,\n"
-    "metrics changed, or the same.\n";
+    "usage: tbecheck report [--run N] [--since COMMIT] [--html FILE] [--db PATH]\n"
+    "Prints run N (default: the last check run) and its campaign's runs (merged shards), the\n"
+    "summary per engine pair and path over the campaign, the drift of each of the run's results\n"
+    "against the previous execution of the same case and output (an earlier repeat, or else\n"
+    "the latest earlier run): new, status changed, bits changed, metrics changed, or the same;\n"
+    "then across commits (reports/queries/commit_drift.sql, perf_drift.sql): per path the worst\n"
+    "error/bound ratio and the outputs whose bits changed, and per benchmark the time and GB/s\n"
+    "with steps that slowed it flagged.\n"
+    "  --since COMMIT  across commits, start at this commit (a hex prefix of one in the database)\n"
+    "  --html FILE     write all of it, with the failures, their violations and replay commands\n"
+    "                  and plots, as one self-contained HTML file (reports/html_report.py:\n"
+    "                  Python with matplotlib) instead of printing it\n";
 
 static const char import_usage[] =
     "usage: tbecheck import DIR [--pool sum|mean|none] [--out fp32|fp16|bf16]\n"
@@ -302,11 +315,16 @@ typedef struct {
   import_options imp;
   int force;                  /* export --force */
   long long max_memory;       /* --max-memory, or 0: what the machine has available */
+  const char *campaign;       /* run --campaign, or NULL */
+  uint64_t campaign_cases;    /* run --shard without --campaign: FNV-1a of the whole case list */
+  const char *since;          /* report --since, or NULL */
+  const char *html;           /* report --html, or NULL */
 } cli_options;
 
 enum {
   OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
-  OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_HELP
+  OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_CAMPAIGN, OPT_SINCE, OPT_HTML,
+  OPT_HELP
 };
 
 static const struct option all_options[] = {
@@ -323,6 +341,9 @@ static const struct option all_options[] = {
   {"bounds", required_argument, 0, OPT_BOUNDS},
   {"force", no_argument, 0, OPT_FORCE},
   {"max-memory", required_argument, 0, OPT_MAXMEM},
+  {"campaign", required_argument, 0, OPT_CAMPAIGN},
+  {"since", required_argument, 0, OPT_SINCE},
+  {"html", required_argument, 0, OPT_HTML},
   {"help", no_argument, 0, OPT_HELP},
   {0, 0, 0, 0},
 };
@@ -396,6 +417,21 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
     case OPT_FAILED: o->failed_only = 1; break;
     case OPT_FORCE: o->force = 1; break;
     case OPT_MAXMEM: bad = parse_size(optarg, &o->max_memory); break;
+    case OPT_CAMPAIGN:
+      o->campaign = optarg;
+      bad = !*optarg || strlen(optarg) > 64 ||
+            strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+                strlen(optarg);
+      break;
+    case OPT_SINCE:
+      o->since = optarg;
+      bad = strlen(optarg) < 4 || strlen(optarg) > 40 ||
+            strspn(optarg, "0123456789abcdef") != strlen(optarg);
+      break;
+    case OPT_HTML:
+      o->html = optarg;
+      bad = !*optarg;
+      break;
     case OPT_POOL:
       bad = (k = pick(optarg, pools, 3)) < 0;
       o->imp.pool = (tbe_pool)(bad ? 0 : k);
@@ -527,6 +563,11 @@ static int session_open(session *s, const cli_options *o, int argc, char **argv,
   eng_format_list(o->eng.engines, engines, sizeof engines);
   snprintf(shard, sizeof shard, "%lld/%lld", o->shard_i, o->shard_n);
   char *args = quote_argv(argc, argv);
+  char campaign[17];
+  if (o->campaign_cases) /* the shards of one command line, on one commit */
+    snprintf(campaign, sizeof campaign, "%016llx",
+             (unsigned long long)eng_fnv1a(o->campaign_cases, ri.git_commit,
+                                           strlen(ri.git_commit)));
   db_run_info info = {
     .git_commit = ri.git_commit[0] ? ri.git_commit : NULL,
     .dirty = ri.dirty,
@@ -541,6 +582,7 @@ static int session_open(session *s, const cli_options *o, int argc, char **argv,
     .shard = o->shard_n ? shard : NULL,
     .repeats = o->repeat,
     .injected = o->eng.fault_output[0] != '\0',
+    .campaign = o->campaign ? o->campaign : o->campaign_cases ? campaign : NULL,
   };
   st = db_run_begin(s->d, &info, &s->run);
   free(args);
@@ -713,8 +755,8 @@ static void free_cases(parsed_case *v, int64_t n)
 
 static int cmd_run(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB,    OPT_ENGINES, OPT_REPEAT, OPT_SHARD,
-                                OPT_MAXV,  OPT_FAULT,   OPT_MAXMEM, 0};
+  static const int allowed[] = {OPT_DB,   OPT_ENGINES, OPT_REPEAT, OPT_SHARD,   OPT_MAXV,
+                                OPT_FAULT, OPT_MAXMEM, OPT_CAMPAIGN, 0};
   cli_options o;
   int rc = parse_options(argc, argv, run_usage, allowed, &o);
   if (rc >= 0)
@@ -729,6 +771,15 @@ static int cmd_run(int argc, char **argv)
   if (rc >= 0) {
     free_cases(all, n);
     return rc;
+  }
+  if (o.shard_n && !o.campaign) {
+    char head[96];
+    int len = snprintf(head, sizeof head, "%lld %d %u", o.shard_n, o.repeat,
+                       (unsigned)o.eng.engines);
+    uint64_t h = eng_fnv1a(ENG_FNV_SEED, head, (size_t)len);
+    for (int64_t i = 0; i < n; i++)
+      h = eng_fnv1a(h, all[i].canon, strlen(all[i].canon) + 1);
+    o.campaign_cases = h | 1; /* never 0: 0 means none */
   }
   int64_t mine = 0; /* this shard's cases, moved to the front */
   for (int64_t i = 0; i < n; i++) {
@@ -997,43 +1048,133 @@ static void print_drift(const db_table *t)
   print_table(&shown, 48);
 }
 
+/* Checks that exactly one commit of the database starts with `since` (commits.sql). */
+static tbe_status check_since(db *d, const char *path, const char *since)
+{
+  db_table t;
+  db_param p = {":since", since, 0};
+  tbe_status st = db_query(d, "commits", &p, 1, &t);
+  if (st.code != TBE_OK)
+    return st;
+  const char *found = NULL;
+  int distinct = 0;
+  for (int r = 0; r < t.nrows; r++) { /* rows: ord, code, git_commit, ..., matches */
+    const char *c = t.cells[r * t.ncols + 2], *m = t.cells[r * t.ncols + 6];
+    if (m && !strcmp(m, "1") && (!found || strcmp(found, c))) {
+      distinct++;
+      found = c;
+    }
+  }
+  db_table_free(&t);
+  if (distinct == 1)
+    return tbe_ok();
+  return tbe_error(TBE_EINVAL, "since", -1,
+                   distinct ? "--since %s: more than one commit of %s starts with it; give more "
+                              "digits"
+                            : "--since %s: no run of %s is of a commit that starts with it",
+                   since, path);
+}
+
+/* Writes the HTML report of run `run` (and its campaign) into o->html: runs
+ * reports/html_report.py with the Python of the oracle (eng_python), which reads the database
+ * through the same queries. Returns the exit code. */
+static int write_html(const cli_options *o, int64_t run)
+{
+  char run_text[24];
+  snprintf(run_text, sizeof run_text, "%lld", (long long)run);
+  char *args[] = {(char *)eng_python(), TBE_SOURCE_DIR "/reports/html_report.py",
+                  "--db", (char *)o->db_path, "--run", run_text, "--out", (char *)o->html,
+                  o->since ? "--since" : NULL, (char *)o->since, NULL};
+  extern char **environ;
+  pid_t pid;
+  fflush(stdout);
+  int err = posix_spawnp(&pid, args[0], NULL, NULL, args, environ);
+  int status = 0;
+  if (err == 0 && waitpid(pid, &status, 0) < 0)
+    err = errno;
+  if (err) {
+    say_error("cannot run %s (the Python of TBECHECK_PYTHON): %s", args[0], strerror(err));
+    return EXIT_INTERNAL;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    printf("report of run %lld written to %s\n", (long long)run, o->html);
+    return EXIT_PASS;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_USAGE)
+    return EXIT_USAGE;
+  say_error("reports/html_report.py failed (%s %d): no report written",
+            WIFEXITED(status) ? "exit" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  return EXIT_INTERNAL;
+}
+
+/* Prints a section of the text report: a title, then the table or a line for none. */
+static void print_section(const char *title, const db_table *t, const char *none)
+{
+  printf("\n%s\n", title);
+  if (t->nrows)
+    print_table(t, 48);
+  else
+    printf("(%s)\n", none);
+}
+
 static int cmd_report(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB, OPT_RUN, 0};
+  static const int allowed[] = {OPT_DB, OPT_RUN, OPT_SINCE, OPT_HTML, 0};
   cli_options o;
   int rc = parse_options(argc, argv, report_usage, allowed, &o);
   if (rc >= 0)
     return rc;
   if (optind != argc)
     return usage_error(report_usage);
+  enum { INFO, CAMPAIGN, SUM, DRIFT, COMMITS, PERF, NTABLES };
   db *d;
-  db_table info, sum, drift;
+  db_table t[NTABLES] = {{0}};
   int64_t run = 0;
   tbe_status st = db_open(o.db_path, DB_READ, &d);
   if (st.code == TBE_OK)
-    st = find_run(d, o.db_path, o.run, &info, &run);
-  if (st.code == TBE_OK) {
-    db_param p = {":run", NULL, run};
-    st = db_query(d, "summary", &p, 1, &sum);
-    if (st.code == TBE_OK) {
-      st = db_query(d, "drift", &p, 1, &drift);
-      if (st.code != TBE_OK)
-        db_table_free(&sum);
-    }
-    if (st.code != TBE_OK)
-      db_table_free(&info);
+    st = find_run(d, o.db_path, o.run, &t[INFO], &run);
+  if (st.code == TBE_OK && o.since)
+    st = check_since(d, o.db_path, o.since);
+  if (st.code == TBE_OK && !o.html) {
+    db_param p[3] = {{":run", NULL, run}, {":campaign", NULL, 1}, {":since", o.since, 0}};
+    static const char *const names[NTABLES] = {NULL, "campaign", "summary", "drift",
+                                               "commit_drift", "perf_drift"};
+    for (int k = CAMPAIGN; st.code == TBE_OK && k < NTABLES; k++)
+      st = db_query(d, names[k], p, 3, &t[k]);
   }
   db_close(d);
-  if (st.code != TBE_OK)
-    return fail_with(st);
-  print_record(&info);
-  putchar('\n');
-  print_table(&sum, 0);
-  print_drift(&drift);
-  db_table_free(&info);
-  db_table_free(&sum);
-  db_table_free(&drift);
-  return EXIT_PASS;
+  if (st.code == TBE_OK && o.html)
+    rc = write_html(&o, run);
+  if (st.code == TBE_OK && !o.html) {
+    print_record(&t[INFO]);
+    if (t[CAMPAIGN].nrows > 1) {
+      const db_table *c = &t[CAMPAIGN]; /* run, campaign, shard, ..., complete (15) */
+      printf("\ncampaign %s: %d runs (shards merged)\n", c->cells[1], c->nrows);
+      for (int r = 0; r < c->nrows; r++) {
+        char **row = c->cells + r * c->ncols;
+        printf("  run %-5s shard %-6s %s on %s, %s, started %s, %s\n", row[0],
+               row[2] ? row[2] : "-", row[3] ? row[3] : "no commit", row[5],
+               row[7] ? row[7] : "no GPU", row[13], !strcmp(row[15], "1") ? "complete"
+                                                                           : "incomplete");
+      }
+      printf("\nsummary of the campaign\n");
+    }
+    putchar('\n');
+    print_table(&t[SUM], 0);
+    print_drift(&t[DRIFT]);
+    print_section("numeric drift across commits (reports/queries/commit_drift.sql): per path and "
+                  "code in commit order, the worst error/bound ratio and the outputs whose bits "
+                  "changed against their previous execution",
+                  &t[COMMITS], "no results");
+    print_section("speed across commits (reports/queries/perf_drift.sql): benchmark figures, "
+                  "regression flagged where a step slowed a kernel down",
+                  &t[PERF], "no benchmark figures: bench/ records them with --db PATH");
+    rc = EXIT_PASS;
+  }
+  for (int k = 0; k < NTABLES; k++)
+    db_table_free(&t[k]);
+  return st.code == TBE_OK ? rc : fail_with(st);
 }
 
 /* ---- merge, export, random ---- */

@@ -8,9 +8,11 @@
  * the update), the 32-lane order of section 5 step 2. Runs are independent and each is computed
  * by one thread in this order, so OpenMP over runs gives the same bits for any thread count.
  *
- * Work is done in blocks of runs: the row gradients of a block go to a buffer (the sums phase),
- * then the block's rows are updated (the optimizer phase), so the two are timed apart and the
- * buffer stays small.
+ * Work is done in items of ITEM_RUNS runs, one thread each: the item's row gradients go to the
+ * thread's buffer (the sums phase) while its rows' weights and momentum are prefetched, then its
+ * rows are updated (the optimizer phase), so the two are timed apart and the gradients are still
+ * in cache when the update reads them. The sums prefetch the G rows of the entries ahead, across
+ * run ends (most runs are a single entry).
  */
 #include "backward_impl.h"
 
@@ -23,8 +25,8 @@
 #include "half.h"
 #include "speed.h"
 
-#define BLOCK_FLOATS (INT64_C(1) << 22) /* row-gradient buffer of one block: 16 MiB */
-#define PREFETCH_ENTRIES 8              /* entries the sums prefetch ahead */
+#define ITEM_RUNS 64      /* runs per work item: their row gradients stay in a thread's cache */
+#define PREFETCH_ENTRIES 8 /* entries the sums prefetch ahead */
 #define CACHE_LINE 64
 
 void ref_bwd_config_default(ref_bwd_config *c)
@@ -159,7 +161,7 @@ void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D,
   for (int32_t d = 0; d < D; d++)
     acc[d] = 0.0f;
   for (int64_t i = s; i < e; i++) {
-    if (i + PREFETCH_ENTRIES < e) {
+    if (i + PREFETCH_ENTRIES < w->tr.n) {
       const char *ahead = (const char *)(w->g + g_row(w, i + PREFETCH_ENTRIES, D));
       for (size_t c = 0; c < bytes; c += CACHE_LINE)
         __builtin_prefetch(ahead + c, 0, 2);
@@ -225,29 +227,52 @@ static void psw_grads(const ref_bwd_work *w, float *psw_grad)
   }
 }
 
-/* Updates the rows of runs [r0, r1), whose gradients are in grads (max_D floats per run). */
-static void update_block(const ref_bwd_work *w, int64_t r0, int64_t r1, const float *grads,
-                         float *momentum)
+/* Prefetches, for writing, the weights and momentum of run r (they are read at random). */
+static void prefetch_run(const ref_bwd_work *w, int64_t r, size_t elem, const float *momentum)
+{
+  const tbe_batch *b = w->b;
+  int64_t row;
+  int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &row);
+  const char *at = (const char *)b->weights + (size_t)ref_bwd_weight_at(b, j, row) * elem;
+  size_t bytes = (size_t)b->D[j] * elem;
+  for (size_t c = 0; c < bytes; c += CACHE_LINE)
+    __builtin_prefetch(at + c, 1, 2);
+  __builtin_prefetch(at + bytes - 1, 1, 2); /* a row need not start on a cache line */
+  if (momentum)
+    __builtin_prefetch(momentum + w->tr.key[w->tr.run_start[r]], 1, 2);
+}
+
+/* One work item, runs [r0, r1): their row gradients into grads (max_D floats per run), each
+ * run's weights and momentum prefetched as its sum is done, then the rows updated. Adds the
+ * two phases' times to *sums_ms and *opt_ms. */
+static void item(const ref_bwd_work *w, int64_t r0, int64_t r1, float *grads, float *part,
+                 float *momentum, double *sums_ms, double *opt_ms)
 {
   const tbe_batch *b = w->b;
   const ref_opt_config *o = &w->cfg->opt;
   size_t elem = tbe_dtype_size(b->wdtype);
-#pragma omp parallel if (r1 - r0 > REF_PAR_MIN / 16)
-  {
-    float row[TBE_MAX_D];
-#pragma omp for schedule(dynamic, 256)
-    for (int64_t r = r0; r < r1; r++) {
-      int64_t rr;
-      int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &rr);
-      int32_t D = b->D[j];
-      char *dst = (char *)b->weights + (size_t)ref_bwd_weight_at(b, j, rr) * elem;
-      uint64_t key = w->tr.key[w->tr.run_start[r]];
-      ref_load_row(dst, b->wdtype, D, row);
-      ref_opt_update_row(o, D, grads + (r - r0) * w->l->max_D, row,
-                         momentum ? momentum + key : NULL);
-      ref_store_row(o, b->wdtype, row, D, key, dst);
-    }
+  int64_t max_D = w->l->max_D;
+  float row[TBE_MAX_D];
+  double t0 = now_ms();
+  for (int64_t r = r0; r < r1; r++) {
+    prefetch_run(w, r, elem, momentum);
+    int64_t rr;
+    int32_t D = b->D[ref_transpose_table(&w->tr, b, w->l, r, &rr)];
+    ref_bwd_row_grad(w, r, D, grads + (r - r0) * max_D, part);
   }
+  double t1 = now_ms();
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t rr;
+    int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &rr);
+    int32_t D = b->D[j];
+    char *dst = (char *)b->weights + (size_t)ref_bwd_weight_at(b, j, rr) * elem;
+    uint64_t key = w->tr.key[w->tr.run_start[r]];
+    ref_load_row(dst, b->wdtype, D, row);
+    ref_opt_update_row(o, D, grads + (r - r0) * max_D, row, momentum ? momentum + key : NULL);
+    ref_store_row(o, b->wdtype, row, D, key, dst);
+  }
+  *sums_ms += t1 - t0;
+  *opt_ms += now_ms() - t1;
 }
 
 tbe_status ref_backward(tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
@@ -281,33 +306,28 @@ tbe_status ref_backward(tbe_batch *b, const tbe_layout *l, const ref_bwd_config 
     ref_bwd_work_free(&w);
     return tbe_ok();
   }
-  int64_t per_block = BLOCK_FLOATS / l->max_D;
-  if (per_block > runs)
-    per_block = runs;
-  float *grads = malloc(sizeof(float) * (size_t)per_block * (size_t)l->max_D);
-  if (!grads) {
+  int threads = w.tr.n > REF_PAR_MIN ? omp_get_max_threads() : 1;
+  size_t per_thread = (size_t)ITEM_RUNS * (size_t)l->max_D + TBE_MAX_D; /* grads, then part */
+  float *buf = malloc(sizeof(float) * per_thread * (size_t)threads);
+  if (!buf) {
     ref_bwd_work_free(&w);
-    return tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the row-gradient buffer");
+    return tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the row-gradient buffers");
   }
-  for (int64_t r0 = 0; r0 < runs; r0 += per_block) {
-    int64_t r1 = r0 + per_block < runs ? r0 + per_block : runs;
-    double t1 = now_ms();
-#pragma omp parallel if (w.tr.run_start[r1] - w.tr.run_start[r0] > REF_PAR_MIN)
-    {
-      float part[TBE_MAX_D];
-#pragma omp for schedule(dynamic, 64)
-      for (int64_t r = r0; r < r1; r++) {
-        int64_t row;
-        int32_t D = b->D[ref_transpose_table(&w.tr, b, l, r, &row)];
-        ref_bwd_row_grad(&w, r, D, grads + (r - r0) * l->max_D, part);
-      }
+  int64_t items = (runs + ITEM_RUNS - 1) / ITEM_RUNS;
+  double sums_ms = 0.0, opt_ms = 0.0;
+#pragma omp parallel num_threads(threads) reduction(+ : sums_ms, opt_ms)
+  {
+    float *grads = buf + per_thread * (size_t)omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t k = 0; k < items; k++) {
+      int64_t r0 = k * ITEM_RUNS, r1 = r0 + ITEM_RUNS < runs ? r0 + ITEM_RUNS : runs;
+      item(&w, r0, r1, grads, grads + (size_t)ITEM_RUNS * (size_t)l->max_D, momentum, &sums_ms,
+           &opt_ms);
     }
-    double t2 = now_ms();
-    update_block(&w, r0, r1, grads, momentum);
-    stats->sums_ms += t2 - t1;
-    stats->opt_ms += now_ms() - t2;
   }
-  free(grads);
+  stats->sums_ms = sums_ms / threads;
+  stats->opt_ms = opt_ms / threads;
+  free(buf);
   ref_bwd_work_free(&w);
   return tbe_ok();
 }

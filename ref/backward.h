@@ -38,7 +38,7 @@ typedef struct {
   double prep_ms;      /* grad_output widened, clipped, MEAN-scaled */
   double sort_ms;      /* the transpose: keys, radix sort, runs */
   double psw_ms;       /* per-sample-weight gradients */
-  double sums_ms;      /* row-gradient sums */
+  double sums_ms;      /* row-gradient sums (these two: thread time / threads) */
   double opt_ms;       /* optimizer and write-back */
   int64_t entries;     /* lookups that are not -1 */
   int64_t runs;        /* unique (table, row) */

@@ -20,10 +20,9 @@
  *               a~/b~ - a/b = ((a~ - a) b - a (b~ - b)) / (b b~);      r = p + e32(|v| + p) + s64
  *   sqrt(a):    p = min(ra / sqrt(a), sqrt(ra)), since |sqrt(a~) - sqrt(a)| = |a~ - a| /
  *               (sqrt(a~) + sqrt(a));                       r = p + e32(|v| + p) + s64
- *   sum of squares of gd (step 2): with h = ceil(D/32) + 5 roundings on each term's path (its
- *               lane's fma chain, then the butterfly) the fp32 sum is within gamma32(h) of the
- *               exact sum of its (perturbed) squares, so p = sum (2 |gd| r_gd + r_gd^2) and
- *               r = p + gamma32(h) * sum (|gd| + r_gd)^2 + h * 2^-149 + gamma64(D + 1) * v.
+ *   sum of squares of gd (step 2): see rb_sum_squares; p = sum (2 |gd| r_gd + r_gd^2) and
+ *               r = p + gamma32(h) * sum (|gd| + r_gd)^2 + D * 2^-150 * (1 + gamma32(h))
+ *               + gamma64(D + 1) * v, h = ceil(D/32) + 5.
  * Constants (lr, eps, lambda, D, the weights and momentum before the update) are exact (r = 0),
  * and so are c = 1 (NONE) and c = fma(-lr, lambda, 1) (DECOUPLE), which both sides compute from
  * the same fp32 constants: for them v is the fp32 value itself. The formulas are then walked in
@@ -88,7 +87,20 @@ static rb rb_sqrt(rb a)
 
 static rb rb_neg(rb a) { return (rb){-a.v, a.r}; }
 
-/* Step 2's 32-lane sum of squares of gd[0..D). */
+/* Step 2's 32-lane sum of squares of gd[0..D). The fp32 computation: lane l runs
+ * s_l = fma(gd_d, gd_d, s_l) for d = l, l+32, ... from +0 (ceil(D/32) fmas), then five butterfly
+ * adds. With underflow, one rounding is fl(x) = x (1 + delta) + eta, |delta| <= u32,
+ * |eta| <= 2^-150 (half the subnormal spacing 2^-149), and eta = 0 for an add: fp32 values are
+ * multiples of 2^-149, so is their sum, and a sum in the subnormal range is exact. An fma's
+ * exact a*b + c is not such a multiple, so each of the D fmas (one per term, in its lane) can
+ * lose up to 2^-150 outright, even to a result of 0 (gd_d^2 just below 2^-150 rounds to +0).
+ * Each term, and each eta, then passes through at most h = ceil(D/32) + 5 roundings (the rest
+ * of its lane's chain, then the butterfly), so
+ *   |s~ - sum gd_d^2| <= gamma32(h) * sum gd_d^2 + D * 2^-150 * (1 + gamma32(h)),
+ * where the second term is the underflow allowance (the old h * 2^-149 counted one eta per
+ * rounding on a path, not one per fma: 69 * 2^-149 at D = 2048 against 2048 * 2^-150).
+ * Perturbed inputs (r_gd) add p to the exact sum and are in the gamma term through m; v's own
+ * fp64 sum of D products is within gamma64(D + 1) * v. */
 static rb rb_sum_squares(const rb *gd, int32_t D)
 {
   double v = 0, p = 0, m = 0;
@@ -98,8 +110,18 @@ static rb rb_sum_squares(const rb *gd, int32_t D)
     m += (fabs(gd[d].v) + gd[d].r) * (fabs(gd[d].v) + gd[d].r);
   }
   int64_t h = (D + 31) / 32 + 5;
-  return (rb){v, p + ref_gamma(h, REF_U32) * m + (double)h * 0x1p-149 +
-                     ref_gamma(D + 1, REF_U64) * v};
+  double gh = ref_gamma(h, REF_U32);
+  return (rb){v, p + gh * m + (double)D * 0x1p-150 * (1.0 + gh) + ref_gamma(D + 1, REF_U64) * v};
+}
+
+double ref_bwd_sum_squares_bound(const float *gd, int32_t D, double *exact)
+{
+  rb x[TBE_MAX_D];
+  for (int32_t d = 0; d < D; d++)
+    x[d] = rb_const(gd[d]);
+  rb s = rb_sum_squares(x, D);
+  *exact = s.v;
+  return s.r;
 }
 
 /* The bound of the write-back of a computed weight x (v, r) into dtype t. */

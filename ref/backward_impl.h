@@ -42,6 +42,10 @@ int64_t ref_bwd_chunks(const ref_bwd_work *w, int64_t r);
 /* g[0..D) = run r's row gradient in the normative order; part holds D floats of scratch. */
 void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part);
 
+/* Step 2 of row-wise Adagrad (ref_lane_dot(gd, gd, D)) in backward_exact.c's analysis:
+ * returns the bound on |ref_lane_dot(gd, gd, D) - *exact|, *exact = sum gd_d^2 (fp64). */
+double ref_bwd_sum_squares_bound(const float *gd, int32_t D, double *exact);
+
 /* The element offset of row `row` of table j in the weights. (Its momentum is at its linear
  * key, tr.rows_cumsum[j] + row.) */
 static inline int64_t ref_bwd_weight_at(const tbe_batch *b, int32_t j, int64_t row)

@@ -687,6 +687,27 @@ static void test_bound_approached(void)
   problem_free(&p);
 }
 
+/* The underflow allowance of Adagrad's sum of squares is reached: at D = 2048, gd_d = the fp32
+ * value just below 2^-75 has a square just below 2^-150, which every lane's fma rounds to +0,
+ * so each of the 2048 fmas loses almost 2^-150 and the sum is 0 against an exact 2^-139: the
+ * error/bound ratio is near 1 (h * 2^-149 = 69 * 2^-149 was 15 times too small). With gd_d =
+ * 2^-76 each fma loses 2^-152, a quarter of the allowance, and the ratio is near 1/4. */
+static void test_sum_squares_underflow(void)
+{
+  enum { D = 2048 };
+  static float gd[D];
+  for (int k = 0; k < 2; k++) {
+    for (int d = 0; d < D; d++)
+      gd[d] = k == 0 ? nextafterf(0x1p-75f, 0.0f) : 0x1p-76f;
+    double sum, bound = ref_bwd_sum_squares_bound(gd, D, &sum);
+    float s = ref_lane_dot(gd, gd, D);
+    double ratio = fabs((double)s - sum) / bound, want = k == 0 ? 1.0 : 0.25;
+    CHECK(s == 0.0f, "k %d: the squares were meant to underflow: sum %a", k, (double)s);
+    CHECK(ratio <= want && ratio > 0.99 * want, "k %d: sum %a, exact %a, error/bound %.6f", k,
+          (double)s, sum, ratio);
+  }
+}
+
 static void test_errors(void)
 {
   shape sh = {0, 0, 0, 0, 0, TBE_POOL_SUM, TBE_FP32, TBE_FP32, 1, 4, 3, 5, 4};
@@ -715,6 +736,7 @@ int main(void)
   test_threads();
   test_exact_bound();
   test_bound_approached();
+  test_sum_squares_underflow();
   test_errors();
   return TEST_MAIN_RESULT();
 }

@@ -13,7 +13,8 @@
  * Speed, which no output bit depends on: bags go to threads in chunks of CHUNK_BAGS, and within a
  * chunk a lookahead cursor runs PREFETCH_ROWS positions ahead of the sums, across bag ends, and
  * prefetches every cache line of its row, so random rows are fetched in parallel instead of one
- * memory latency each. Where the CPU has AVX2, F16C and FMA, 16-bit rows are widened and added
+ * memory latency each. Where the CPU has AVX2, F16C and FMA, a bag of 16-bit rows is summed 64
+ * columns at a time, the columns' sums in eight registers through the whole bag, the rows widened
  * eight columns at a time: each column still takes its positions one at a time in order, the
  * widening is exact (bit for bit ref_half_to_float / ref_bf16_to_float), and vaddps / vfmadd are
  * the same IEEE operations as the portable loop's + and fmaf.
@@ -109,45 +110,100 @@ static void lookahead_init(lookahead *a, const tbe_batch *b, const tbe_layout *l
     lookahead_step(a);
 }
 
-/* Adds one row of 16-bit weights into an fp32 accumulator, per column d in [0, D):
- * acc = acc + r, or acc = fma(*w, r, acc) when w is not NULL. */
-typedef void (*row16_fn)(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const float *w);
+/* Sums one bag of 16-bit weights into acc[0..D): per column, from +0, positions [start, end) in
+ * order, -1 skipped: acc = acc + r, or acc = fma(w_p, r, acc) when weighted. */
+typedef void (*bag16_fn)(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table,
+                         int32_t D, float *acc);
 
-static void add_row16(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const float *w)
+/* bag16_fn for columns [d0, D) only, a row at a time. */
+static void bag16_cols(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table,
+                       int32_t D, int32_t d0, float *acc)
 {
-  for (int32_t d = 0; d < D; d++) {
-    float r = t == TBE_FP16 ? ref_half_to_float(row[d]) : ref_bf16_to_float(row[d]);
-    acc[d] = w ? fmaf(*w, r, acc[d]) : acc[d] + r;
+  const float *psw = b->per_sample_weights;
+  for (int32_t d = d0; d < D; d++)
+    acc[d] = 0.0f;
+  for (int64_t p = start; p < end; p++) {
+    int64_t idx = tbe_iget(b->indices, b->itype, p);
+    if (idx == -1)
+      continue;
+    const uint16_t *row = table + idx * D;
+    for (int32_t d = d0; d < D; d++) {
+      float r = b->wdtype == TBE_FP16 ? ref_half_to_float(row[d]) : ref_bf16_to_float(row[d]);
+      acc[d] = psw ? fmaf(psw[p], r, acc[d]) : acc[d] + r;
+    }
   }
+}
+
+static void bag16(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table,
+                  int32_t D, float *acc)
+{
+  bag16_cols(b, start, end, table, D, 0, acc);
 }
 
 #if defined(__x86_64__)
-/* add_row16, eight columns at a time; the last D % 8 columns go through add_row16. */
-__attribute__((target("avx2,f16c,fma"))) static void
-add_row16_avx2(float *acc, const uint16_t *row, int32_t D, tbe_dtype t, const float *w)
+#define ACC_REGS 8 /* ymm accumulators a column block keeps (64 columns) */
+
+/* Eight columns of a 16-bit row widened exactly to fp32. */
+__attribute__((target("avx2,f16c,fma"), always_inline)) static inline __m256
+widen8(const uint16_t *row, tbe_dtype t)
 {
-  __m256 w8 = _mm256_set1_ps(w ? *w : 0.0f);
-  int32_t d = 0;
-  for (; d + 8 <= D; d += 8) {
-    __m128i h = _mm_loadu_si128((const __m128i *)(row + d));
-    __m256 r = t == TBE_FP16
-                   ? _mm256_cvtph_ps(h)
-                   : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    __m256 a = _mm256_loadu_ps(acc + d);
-    _mm256_storeu_ps(acc + d, w ? _mm256_fmadd_ps(w8, r, a) : _mm256_add_ps(a, r));
+  __m128i h = _mm_loadu_si128((const __m128i *)row);
+  return t == TBE_FP16 ? _mm256_cvtph_ps(h)
+                       : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Columns [d0, d0 + 8 * regs) of a bag, each column's sum in a register through the whole bag. */
+__attribute__((target("avx2,f16c,fma"), always_inline)) static inline void
+block16(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table, int32_t D,
+        int32_t d0, int regs, float *acc)
+{
+  const float *psw = b->per_sample_weights;
+  tbe_dtype t = b->wdtype;
+  __m256 a[ACC_REGS];
+  for (int k = 0; k < regs; k++)
+    a[k] = _mm256_setzero_ps();
+  for (int64_t p = start; p < end; p++) {
+    int64_t idx = tbe_iget(b->indices, b->itype, p);
+    if (idx == -1)
+      continue;
+    const uint16_t *row = table + idx * D + d0;
+    if (psw) {
+      __m256 w = _mm256_set1_ps(psw[p]);
+      for (int k = 0; k < regs; k++)
+        a[k] = _mm256_fmadd_ps(w, widen8(row + 8 * k, t), a[k]);
+    } else {
+      for (int k = 0; k < regs; k++)
+        a[k] = _mm256_add_ps(a[k], widen8(row + 8 * k, t));
+    }
   }
-  add_row16(acc + d, row + d, D - d, t, w);
+  for (int k = 0; k < regs; k++)
+    _mm256_storeu_ps(acc + d0 + 8 * k, a[k]);
+}
+
+/* bag16 with AVX2: 64 columns at a time, then 8, then the last D % 8 through bag16_cols. The
+ * rows of a bag are read once per block of columns; the lookahead has brought them to cache. */
+__attribute__((target("avx2,f16c,fma"))) static void
+bag16_avx2(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table, int32_t D,
+           float *acc)
+{
+  int32_t d0 = 0;
+  for (; d0 + 8 * ACC_REGS <= D; d0 += 8 * ACC_REGS)
+    block16(b, start, end, table, D, d0, ACC_REGS, acc);
+  for (; d0 + 8 <= D; d0 += 8)
+    block16(b, start, end, table, D, d0, 1, acc);
+  if (d0 < D)
+    bag16_cols(b, start, end, table, D, d0, acc);
 }
 #endif
 
-/* The fastest add_row16 this CPU runs. */
-static row16_fn pick_row16(void)
+/* The fastest bag16 this CPU runs. */
+static bag16_fn pick_bag16(void)
 {
 #if defined(__x86_64__)
   if (ref_cpu_avx2_fma_f16c())
-    return add_row16_avx2;
+    return bag16_avx2;
 #endif
-  return add_row16;
+  return bag16;
 }
 
 /* One pooled bag with FP32 weights: fp64 accumulator. */
@@ -182,20 +238,14 @@ static void bag_fp32(const tbe_batch *b, int64_t start, int64_t end, const float
   }
 }
 
-/* One pooled bag with FP16/BF16 weights: fp32 accumulator, rows added by add. */
+/* One pooled bag with FP16/BF16 weights: fp32 accumulator, summed by sum. The lookahead moves
+ * past the bag first, so it stays PREFETCH_ROWS positions ahead of the bag's first row. */
 static void bag_fp16(const tbe_batch *b, int64_t start, int64_t end, const uint16_t *table,
-                     int32_t D, float *acc, row16_fn add, lookahead *ahead)
+                     int32_t D, float *acc, bag16_fn sum, lookahead *ahead)
 {
-  for (int32_t d = 0; d < D; d++)
-    acc[d] = 0.0f;
-  for (int64_t p = start; p < end; p++) {
+  for (int64_t p = start; p < end; p++)
     lookahead_step(ahead);
-    int64_t idx = tbe_iget(b->indices, b->itype, p);
-    if (idx == -1)
-      continue;
-    add(acc, table + idx * D, D, b->wdtype,
-        b->per_sample_weights ? b->per_sample_weights + p : NULL);
-  }
+  sum(b, start, end, table, D, acc);
   if (b->pool == TBE_POOL_MEAN && end > start) {
     float s = 1.0f / (float)(end - start);
     for (int32_t d = 0; d < D; d++)
@@ -210,12 +260,12 @@ static double *scratch_alloc(int32_t max_D, int *threads)
   return malloc(sizeof(double) * (size_t)max_D * (size_t)*threads);
 }
 
-/* One call's inputs, and the row kernel picked for this CPU. */
+/* One call's inputs, and the bag kernel picked for this CPU. */
 typedef struct {
   const tbe_batch *b;
   const tbe_layout *l;
   void *out;
-  row16_fn add16;
+  bag16_fn sum16;
 } forward_call;
 
 /* What is done with bag i; scratch holds max_D doubles of the calling thread. */
@@ -235,10 +285,12 @@ static void pooled_bag(const forward_call *f, int64_t i, double *scratch, lookah
     for (int32_t d = 0; d < D; d++)
       store_double(f->out, b->out_dtype, o + d, scratch[d]);
   } else {
-    float *acc = (float *)scratch;
-    bag_fp16(b, start, end, (const uint16_t *)b->weights + b->table_offset[j], D, acc, f->add16,
+    /* an fp32 output takes the fp32 sums as they are: summed in place, no copy */
+    int in_place = b->out_dtype == TBE_FP32;
+    float *acc = in_place ? (float *)f->out + o : (float *)scratch;
+    bag_fp16(b, start, end, (const uint16_t *)b->weights + b->table_offset[j], D, acc, f->sum16,
              ahead);
-    for (int32_t d = 0; d < D; d++)
+    for (int32_t d = 0; !in_place && d < D; d++)
       store_float(f->out, b->out_dtype, o + d, acc[d]);
   }
 }
@@ -296,7 +348,7 @@ tbe_status ref_forward(const tbe_batch *b, const tbe_layout *l, void *out)
   double *scratch = scratch_alloc(l->max_D, &threads);
   if (!scratch)
     return tbe_error(TBE_ENOMEM, "scratch", -1, "cannot allocate forward scratch");
-  forward_call f = {b, l, out, pick_row16()};
+  forward_call f = {b, l, out, pick_bag16()};
   if (b->pool == TBE_POOL_NONE)
     memset(out, 0, (size_t)l->out_elems * tbe_dtype_size(b->out_dtype));
   for_each_bag(&f, b->pool == TBE_POOL_NONE ? none_bag : pooled_bag, scratch, threads);

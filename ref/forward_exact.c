@@ -13,10 +13,25 @@
  *          gamma_a(3) when fl(L) itself rounds (L > 2^24 with an fp32 accumulator).
  *   store: one rounding into the output dtype when it is narrower than the accumulator:
  *          u_out * (|S| + e) + half its subnormal spacing (ref_store_error).
- *   tensor-core path (ref_forward_exact_tc): the chunk sums are exact and each of the
- *          ceil(E/16) chunks is added with round-toward-zero (2u in place of u), then each of the
- *          t positions past the first 256 with round-to-nearest: e = gamma_{2u}(chunks + t) * A.
+ *   tensor-core path (ref_forward_exact_tc), from the model ref_mma_f16_f32 (forward_small.h):
+ *          each of the K chunk steps that holds a counted row takes C and 16 products x = c*w
+ *          (count c, fp16 w) and returns RZ(sum of the terms truncated toward zero to multiples
+ *          of 2^q), q = emax - 25. The term at emax is exact (its last bit is at emax - 23 or
+ *          higher), each other one loses < 2^q, so truncation costs < 16 * 2^-25 * 2^emax. The
+ *          alignment sees 2^(exponent), not |x|: 2^(ec+ew) <= c * max(|w|, 2^-14) (ew = -14
+ *          for a subnormal w) and 2^(exponent of C) <= max(|C|, 2^-126); truncation and RZ never
+ *          grow a magnitude, so |C| <= the histogram's sum|x| <= A and 2^emax <= A + s + 2^-126,
+ *          s = 2^-14 * (histogram hits whose w is subnormal). The final RZ costs < 2^-23 * A
+ *          (ulp <= 2^-23 * magnitude), or < 2^-149 when subnormal. The steps' errors add, and
+ *          the t positions past the first 256 are RN adds onto a sum bounded by A:
+ *          e = K * ((16 * 2^-25 + 2u) * A + 16 * 2^-25 * (s + 2^-126) + 2^-149)
+ *              + gamma(t) * A.
+ *          (Issue 11's crafted bag, K = 1, A = 256.0004: error 9.3e-5 <= e = 1.53e-4; the
+ *          older "exact chunk sum, then RZ" bound 2u * A = 3.05e-5 was not a bound.)
  *   exact: the double we return is itself off by u64*|S| (twice for MEAN) + gamma64(n)^2 * A.
+ * Inf and NaN terms (non-finite weights: valid input) are summed apart, in IEEE arithmetic: when
+ * a bag holds any, its exact value is their sum (+-Inf, or NaN for a NaN or Infs of both signs;
+ * MEAN keeps it, as Inf/L and NaN/L do), with bound 0 (TBE_SEMANTICS.md 6: matched, not bounded).
  * The bound is the sum of these terms; A is taken as computed * (1 + 2*gamma64(n)) to cover its
  * own rounding.
  */
@@ -42,13 +57,15 @@ static double weight_at(const tbe_batch *b, int64_t e)
   return ((const float *)b->weights)[e];
 }
 
-/* hi[d], lo[d], abs[d] over the bag's terms; returns n, the number of terms. */
+/* hi[d], lo[d], abs[d] over the bag's finite terms, and inf[d] the IEEE sum of its Inf and NaN
+ * terms (0 when there are none: then the exact value is hi + lo, else it is inf[d]); returns n,
+ * the number of terms. */
 static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t end, double *hi,
-                         double *lo, double *abs_sum)
+                         double *lo, double *abs_sum, double *inf)
 {
   int32_t D = b->D[j];
   for (int32_t d = 0; d < D; d++)
-    hi[d] = lo[d] = abs_sum[d] = 0.0;
+    hi[d] = lo[d] = abs_sum[d] = inf[d] = 0.0;
   int64_t n = 0;
   for (int64_t p = start; p < end; p++) {
     int64_t idx = tbe_iget(b->indices, b->itype, p);
@@ -59,6 +76,10 @@ static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t e
     int64_t row = b->table_offset[j] + idx * D;
     for (int32_t d = 0; d < D; d++) {
       double x = w * weight_at(b, row + d); /* exact */
+      if (!isfinite(x)) {
+        inf[d] += x;
+        continue;
+      }
       double s = hi[d] + x;
       double bb = s - hi[d];
       lo[d] += (hi[d] - (s - bb)) + (x - bb);
@@ -78,17 +99,29 @@ static int narrowing_store(const tbe_batch *b)
   return b->wdtype == TBE_FP32 || b->out_dtype != TBE_FP32;
 }
 
-/* The bound of one pooled element (see the header comment); tc_roundings >= 0 selects the
- * tensor-core path's count of (2u) roundings. */
+/* The tensor-core path's steps on one bag (see the header comment): K chunk steps that hold a
+ * counted row, t positions past the histogram that hold a row, and per column s[d]. */
+typedef struct {
+  int64_t steps, tail;
+  const double *sub;
+} tc_path;
+
+/* The bound of one pooled element (see the header comment); tc != NULL selects the tensor-core
+ * path's error with column d's subnormal allowance tc->sub[d]. */
 static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exact, double A,
-                           int64_t tc_roundings)
+                           const tc_path *tc, int32_t d)
 {
   const int fp64_acc = b->wdtype == TBE_FP32;
   const double ua = fp64_acc ? REF_U64 : REF_U32;
   A *= 1.0 + 2.0 * ref_gamma(n, REF_U64);
-  double e = tc_roundings >= 0
-                 ? ref_gamma(tc_roundings, 2 * ua) * A
-                 : ref_gamma(b->per_sample_weights ? n : (n > 0 ? n - 1 : 0), ua) * A;
+  double e;
+  if (tc) {
+    const double trunc = ldexp(REF_SMALL_K, -REF_MMA_ALIGN_BITS);
+    e = (double)tc->steps * ((trunc + 2 * ua) * A + trunc * (tc->sub[d] + 0x1p-126) + 0x1p-149) +
+        ref_gamma(tc->tail, ua) * A;
+  } else {
+    e = ref_gamma(b->per_sample_weights ? n : (n > 0 ? n - 1 : 0), ua) * A;
+  }
   double repr = REF_U64 * fabs(exact) + ref_gamma(n, REF_U64) * ref_gamma(n, REF_U64) * A;
   if (b->pool == TBE_POOL_MEAN && L > 0) {
     double g = ref_gamma(!fp64_acc && L > (INT64_C(1) << 24) ? 3 : 2, ua);
@@ -99,14 +132,33 @@ static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exac
   return e + store + repr;
 }
 
-/* Roundings of the tensor-core path on one bag: one per 16-row chunk, one per position past the
- * histogram that holds a row. */
-static int64_t tc_roundings(const tbe_batch *b, int32_t j, int64_t start, int64_t end)
+/* The tensor-core path's steps on one bag of table j; sub (D values) receives s[d]. */
+static tc_path tc_steps(const tbe_batch *b, int32_t j, int64_t start, int64_t end, double *sub)
 {
-  int64_t k = (b->E[j] + REF_SMALL_K - 1) / REF_SMALL_K;
-  for (int64_t p = start + REF_SMALL_HIST; p < end; p++)
-    k += tbe_iget(b->indices, b->itype, p) != -1;
-  return k;
+  const int32_t D = b->D[j];
+  const uint16_t *W = (const uint16_t *)b->weights + b->table_offset[j];
+  unsigned char hit[REF_SMALL_MAX_E / REF_SMALL_K] = {0};
+  tc_path tc = {0, 0, sub};
+  for (int32_t d = 0; d < D; d++)
+    sub[d] = 0.0;
+  for (int64_t p = start; p < end; p++) {
+    const int64_t idx = tbe_iget(b->indices, b->itype, p);
+    if (idx == -1)
+      continue;
+    if (p >= start + REF_SMALL_HIST) {
+      tc.tail++;
+      continue;
+    }
+    hit[idx / REF_SMALL_K] = 1;
+    for (int32_t d = 0; d < D; d++) {
+      const uint16_t w = W[idx * D + d];
+      if (!(w & 0x7C00) && (w & 0x3FF))
+        sub[d] += 0x1p-14;
+    }
+  }
+  for (int k = 0; k < REF_SMALL_MAX_E / REF_SMALL_K; k++)
+    tc.steps += hit[k];
+  return tc;
 }
 
 tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
@@ -119,7 +171,7 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
                                 const unsigned char *tc_mask, double *exact, double *bound)
 {
   int threads = omp_get_max_threads();
-  double *scratch = malloc(sizeof(double) * 3 * (size_t)l->max_D * (size_t)threads);
+  double *scratch = malloc(sizeof(double) * 5 * (size_t)l->max_D * (size_t)threads);
   if (!scratch)
     return tbe_error(TBE_ENOMEM, "scratch", -1, "cannot allocate exact-forward scratch");
   if (b->pool == TBE_POOL_NONE) {
@@ -128,8 +180,8 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
   }
 #pragma omp parallel num_threads(threads)
   {
-    double *hi = scratch + 3 * (size_t)l->max_D * (size_t)omp_get_thread_num();
-    double *lo = hi + l->max_D, *A = lo + l->max_D;
+    double *hi = scratch + 5 * (size_t)l->max_D * (size_t)omp_get_thread_num();
+    double *lo = hi + l->max_D, *A = lo + l->max_D, *sub = A + l->max_D, *inf = sub + l->max_D;
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < l->total_B; i++) {
       int32_t j = b->feature_table_map[l->bag_feature[i]];
@@ -142,20 +194,24 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
           for (int32_t d = 0; idx != -1 && d < D; d++) {
             double v = weight_at(b, b->table_offset[j] + idx * D + d);
             exact[p * D + d] = v;
-            bound[p * D + d] = narrowing_store(b) ? ref_store_error(b->out_dtype, fabs(v)) : 0.0;
+            bound[p * D + d] = narrowing_store(b) && isfinite(v)
+                                   ? ref_store_error(b->out_dtype, fabs(v))
+                                   : 0.0;
           }
         }
         continue;
       }
-      int64_t n = exact_bag(b, j, start, end, hi, lo, A);
+      int64_t n = exact_bag(b, j, start, end, hi, lo, A, inf);
       int64_t L = end - start;
-      int64_t tc = tc_mask && tc_mask[l->bag_feature[i]] ? tc_roundings(b, j, start, end) : -1;
+      const int on_tc = tc_mask && tc_mask[l->bag_feature[i]];
+      const tc_path tc = on_tc ? tc_steps(b, j, start, end, sub) : (tc_path){0, 0, NULL};
       for (int32_t d = 0; d < D; d++) {
         double v = hi[d] + lo[d];
         if (b->pool == TBE_POOL_MEAN && L > 0)
           v = v / (double)L;
-        exact[l->bag_out[i] + d] = v;
-        bound[l->bag_out[i] + d] = pooled_bound(b, n, L, v, A[d], tc);
+        exact[l->bag_out[i] + d] = inf[d] != 0 ? inf[d] : v;
+        bound[l->bag_out[i] + d] =
+            inf[d] != 0 ? 0.0 : pooled_bound(b, n, L, v, A[d], on_tc ? &tc : NULL, d);
       }
     }
   }

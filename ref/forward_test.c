@@ -382,6 +382,37 @@ static void test_bound_is_approached(void)
   tbe_batch_free(&b);
 }
 
+/* Inf and NaN weights are valid input: the exact value of a bag holding them is their IEEE sum
+ * (+Inf, -Inf, or NaN for Infs of both signs or a NaN) with bound 0, and the forward computes
+ * exactly that. (A TwoSum over an Inf gave NaN with a NaN bound.) */
+static void test_exact_nonfinite(void)
+{
+  static const struct {
+    int64_t idx[3];
+    double want;
+  } bags[] = {{{0, 1, 1}, INFINITY}, {{2, 1, 1}, -INFINITY}, {{0, 2, 1}, NAN}, {{3, 1, 0}, NAN}};
+  row_values[0] = INFINITY;
+  row_values[1] = 1.0;
+  row_values[2] = -INFINITY;
+  row_values[3] = NAN;
+  for (int k = 0; k < 4; k++)
+    for (int mean = 0; mean < 2; mean++) {
+      tbe_batch b = one_bag(TBE_FP16, TBE_FP32, bags[k].idx, 3);
+      b.pool = mean ? TBE_POOL_MEAN : TBE_POOL_SUM;
+      tbe_layout l;
+      float *out = run(&b, &l);
+      double exact, bound;
+      CHECK(ref_forward_exact(&b, &l, &exact, &bound).code == TBE_OK, "exact");
+      int same = isnan(bags[k].want) ? isnan(exact) && isnan(out[0])
+                                     : exact == bags[k].want && out[0] == bags[k].want;
+      CHECK(same && bound == 0, "bag %d mean %d: exact %g, forward %g, bound %g, want %g", k,
+            mean, exact, (double)out[0], bound, bags[k].want);
+      free(out);
+      tbe_layout_free(&l);
+      tbe_batch_free(&b);
+    }
+}
+
 int main(void)
 {
   test_sum_mean();
@@ -391,5 +422,6 @@ int main(void)
   test_none();
   test_threads_and_bound();
   test_bound_is_approached();
+  test_exact_nonfinite();
   return TEST_MAIN_RESULT();
 }

@@ -3,9 +3,9 @@
  *
  * Accumulation order: the only sums here are ref_lane_dot's: 32 lanes, each a chain of fmaf over
  * the columns d = l, l+32, ... in ascending order from +0, then a butterfly s_l + s_(l xor o) for
- * o = 16, 8, 4, 2, 1, all lanes at once. Speed, which no bit depends on: the hot loops are built
- * twice (target_clones), for x86-64 with FMA and AVX2 and for the baseline; fmaf, +, * are the
- * same IEEE operations in both.
+ * o = 16, 8, 4, 2, 1, of which only the lanes that reach s_0 are computed. Speed, which no bit
+ * depends on: the hot loops are built twice (target_clones), for x86-64 with FMA and AVX2 and
+ * for the baseline; fmaf, +, * are the same IEEE operations in both.
  */
 #include "optimizer.h"
 
@@ -32,7 +32,7 @@ const char *ref_wd_name(ref_wd_mode m)
 
 REF_CLONES float ref_lane_dot(const float *a, const float *b, int32_t D)
 {
-  float s[LANES], t[LANES];
+  float s[LANES];
   for (int l = 0; l < LANES; l++)
     s[l] = 0.0f;
   int32_t d0 = 0;
@@ -41,11 +41,11 @@ REF_CLONES float ref_lane_dot(const float *a, const float *b, int32_t D)
       s[l] = fmaf(a[d0 + l], b[d0 + l], s[l]);
   for (int l = 0; d0 + l < D; l++)
     s[l] = fmaf(a[d0 + l], b[d0 + l], s[l]);
-  for (int o = LANES / 2; o >= 1; o /= 2) {
-    for (int l = 0; l < LANES; l++)
-      t[l] = s[l] + s[l ^ o];
-    memcpy(s, t, sizeof s);
-  }
+  /* The butterfly's lanes that reach s_0: at step o those are l < o, and for them l xor o is
+   * l + o, so s_l = s_l + s_(l + o), the operands in the butterfly's order. */
+  for (int o = LANES / 2; o >= 1; o /= 2)
+    for (int l = 0; l < o; l++)
+      s[l] = s[l] + s[l + o];
   return s[0];
 }
 

@@ -1,12 +1,14 @@
 /* speed.h: knobs of the reference's speed that no output bit depends on: REF_CLONES builds a hot
  * loop twice (x86-64-v3: AVX2, FMA, F16C; and the baseline) and picks one at load time;
- * REF_PAR_MIN is the work below which a loop runs on one thread; ref_alloc_big asks for huge
- * pages. Not a licence to change numerics: both clones run the same IEEE operations (fmaf, +, *),
+ * ref_cpu_avx2_fma_f16c picks the row kernels, probing the CPU once (never per row); REF_PAR_MIN
+ * is the work below which a loop runs on one thread; ref_alloc_big asks for huge pages. Not a
+ * licence to change numerics: both clones run the same IEEE operations (fmaf, +, *),
  * and the loops they gate are independent.
  */
 #ifndef REF_SPEED_H
 #define REF_SPEED_H
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #if defined(__linux__)
@@ -23,8 +25,9 @@
 #endif
 
 /* Does this CPU (and OS) run AVX2 + FMA + F16C code? Read from cpuid and xgetbv, since
- * __builtin_cpu_supports("f16c") is not known to every compiler (clang 14). */
-static inline int ref_cpu_avx2_fma_f16c(void)
+ * __builtin_cpu_supports("f16c") is not known to every compiler (clang 14). Slow: on a virtual
+ * machine every cpuid traps to the hypervisor (about 10 us); call ref_cpu_avx2_fma_f16c. */
+static inline int ref_cpu_probe_avx2_fma_f16c(void)
 {
 #if defined(__x86_64__)
   unsigned a, b, c, d;
@@ -43,6 +46,20 @@ static inline int ref_cpu_avx2_fma_f16c(void)
 #else
   return 0;
 #endif
+}
+
+/* ref_cpu_probe_avx2_fma_f16c, probed once per translation unit and then read from memory: cheap
+ * enough for a row loop. Threads racing on the first call all store the same answer (relaxed
+ * atomics: no data race). */
+static inline int ref_cpu_avx2_fma_f16c(void)
+{
+  static _Atomic int known = -1; /* -1: not probed yet */
+  int v = atomic_load_explicit(&known, memory_order_relaxed);
+  if (v < 0) {
+    v = ref_cpu_probe_avx2_fma_f16c();
+    atomic_store_explicit(&known, v, memory_order_relaxed);
+  }
+  return v;
 }
 
 /* Work items (elements, bags, entries, runs) under which starting threads costs more than it

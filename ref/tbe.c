@@ -103,8 +103,8 @@ tbe_status tbe_batch_validate(const tbe_batch *b)
     if (b->D[j] < 1 || b->D[j] > TBE_MAX_D)
       return tbe_error(TBE_EINVAL, "D", j, "D of table %d is %d, outside 1..%d", j, b->D[j],
                        TBE_MAX_D);
-    if (b->E[j] < 0 || b->E[j] > MAX_ROWS)
-      return tbe_error(TBE_EINVAL, "E", j, "E of table %d is %lld, outside 0..2^40", j,
+    if (b->E[j] < 1 || b->E[j] > MAX_ROWS) /* E = 0: a repair to row 0 would read nothing */
+      return tbe_error(TBE_EINVAL, "E", j, "E of table %d is %lld, outside 1..2^40", j,
                        (long long)b->E[j]);
     if (b->itype == TBE_I32 && b->E[j] > INT32_MAX)
       return tbe_error(TBE_EINVAL, "E", j,

@@ -72,6 +72,11 @@ static void set_huge_E(tbe_batch *b)
   b->table_offset[1] = b->E[0] * b->D[0];
   b->table_offset[2] = b->table_offset[1] + b->E[1] * b->D[1];
 }
+static void set_E0(tbe_batch *b)
+{
+  b->E[1] = 0;
+  b->table_offset[2] = b->table_offset[1];
+}
 static void set_i32_big_E(tbe_batch *b)
 {
   b->itype = TBE_I32;
@@ -100,6 +105,12 @@ static void test_validate(void)
   expect("table_offset", s, set_table_offset, TBE_EINVAL, "table_offset");
   expect("int32 positions overflow", s, set_i32_big, TBE_EINVAL, "indices");
   expect("int32 rows overflow", s, set_i32_big_E, TBE_EINVAL, "E");
+  expect("E=0", s, set_E0, TBE_EINVAL, "E");
+  tbe_batch b = tb_build(&s);
+  set_E0(&b);
+  tbe_status st = tbe_batch_validate(&b);
+  CHECK(strstr(st.message, "table 1") != NULL, "E=0 does not name table 1: %s", st.message);
+  tbe_batch_free(&b);
   expect("negative B", s, set_neg_B, TBE_EINVAL, "B");
   expect("weights too big", s, set_huge_E, TBE_ENOMEM, "weights");
   expect("negative VBE batch", s, set_vbe_neg, TBE_EINVAL, "B_vbe");

@@ -7,7 +7,9 @@
 -- unchanged. Writers use WAL and one transaction per case, so a killed run keeps every case it
 -- committed and shows as incomplete (runs.complete = 0, runs.ended NULL).
 -- Any change to a table below raises schema_version (db.h: DB_SCHEMA_VERSION) and adds its step
--- to upgrade.sql; the views live in views.sql, which every creation and upgrade (re)runs.
+-- to upgrade.sql; a new column goes last in its table, where the upgrade's ALTER TABLE puts it
+-- (merge copies rows with SELECT *). The views live in views.sql, which every creation and
+-- upgrade (re)runs.
 
 PRAGMA application_id = 1413629251;
 
@@ -47,6 +49,15 @@ CREATE TABLE runs (
                                                   -- the previous execution in drift, and left
                                                   -- out of flaky.sql, worst.sql, case_drift.sql
                                                   -- unless :injected = 1
+  campaign     TEXT CHECK (length(campaign) BETWEEN 1 AND 64), -- the campaign the run belongs
+                                                  -- to: shards of one campaign (run --shard,
+                                                  -- --campaign) share it, and merge keeps it, so
+                                                  -- the report shows them as one; NULL: the run
+                                                  -- is a campaign of its own
+  bench        TEXT CHECK (length(bench) > 0),    -- the benchmark program that recorded this run's
+                                                  -- perf rows (bench/bench_db.h); NULL: a check
+                                                  -- run (run, import, fuzz), whose last one is the
+                                                  -- queries' default run
   CHECK (complete = 0 OR ended IS NOT NULL)
 );
 
@@ -66,9 +77,10 @@ CREATE TABLE results (
   case_id           INTEGER NOT NULL REFERENCES cases (id),
   repeat            INTEGER NOT NULL CHECK (repeat >= 0),  -- 0 .. runs.repeats - 1
   engine            TEXT NOT NULL CHECK (engine IN ('ref', 'gpu', 'oracle')), -- what ran
-  baseline          TEXT NOT NULL CHECK (baseline IN ('ref', 'exact')),       -- what it is held
-                                                  -- to: the reference's bits, or the exact
-                                                  -- value within the derived bound
+  baseline          TEXT NOT NULL CHECK (baseline IN ('ref', 'model', 'exact')), -- what it is
+                                                  -- held to: the reference's bits, the bits of
+                                                  -- the path's model (forward.small), or the
+                                                  -- exact value within the derived bound
   path              TEXT NOT NULL CHECK (length(path) > 0), -- how the engine computed it:
                                                   -- 'forward', 'forward.small', 'bounds', ...
   output            TEXT NOT NULL CHECK (length(output) > 0), -- 'output', 'indices',
@@ -110,8 +122,9 @@ CREATE TABLE violations (
 );
 CREATE INDEX violations_result ON violations (result);
 
--- Timings of the engines per case, with the bytes the forward moves by declaration
--- (lookups * D * weight bytes + output bytes), so bandwidth can be followed across commits.
+-- Timings of the engines per case (a check run's), and a benchmark's figures (a bench run's:
+-- shape set), with the bytes moved by declaration (lookups * D * weight bytes + output bytes),
+-- so speed can be followed across commits (queries/perf_drift.sql).
 CREATE TABLE perf (
   id      INTEGER PRIMARY KEY,
   run     INTEGER NOT NULL REFERENCES runs (id),
@@ -120,9 +133,16 @@ CREATE TABLE perf (
   kernel  TEXT NOT NULL CHECK (length(kernel) > 0), -- engine:path, e.g. 'gpu:forward'
   ms      REAL NOT NULL CHECK (ms >= 0),
   bytes   INTEGER NOT NULL CHECK (bytes >= 0),
-  gbps    REAL CHECK (gbps >= 0)                  -- bytes / ms / 1e6; NULL when ms is 0
+  gbps    REAL CHECK (gbps >= 0),                 -- bytes / ms / 1e6; NULL when ms is 0
+  shape   TEXT CHECK (length(shape) > 0),         -- a benchmark's name for the shape timed
+                                                  -- ('F1'; its case is case_id); NULL: a check
+                                                  -- run's timing of one case
+  config  TEXT CHECK (length(config) > 0),        -- the configuration timed ('bags=2 width=8');
+                                                  -- NULL: the engine's own choice
+  ceiling_gbps REAL CHECK (ceiling_gbps >= 0)     -- the copy ceiling measured in the same run;
+                                                  -- NULL: not measured
 );
 CREATE INDEX perf_run ON perf (run);
 
 INSERT INTO meta (one, schema_version, created)
-VALUES (1, 2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+VALUES (1, 4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));

@@ -1,11 +1,25 @@
 -- upgrade.sql: brings a database of an older schema version to the current one, one step per
 -- version, inside the transaction harness/db.c opens. Not the schema (schema.sql) nor a query.
 --
--- db.c runs it, in one transaction, on a database whose schema_version is 1 (the only older
--- one), then views.sql. A later version adds its step below, and db.c runs the steps from the
--- database's version on.
+-- Each step starts with a line '-- V -> V+1: why'. db.c runs, in one transaction, the steps from
+-- the database's version on (from the line '-- V -> ' of its version to the end), then
+-- views.sql. A later version adds its step at the end; its new columns go last in their tables,
+-- as schema.sql lists them.
 
 -- 1 -> 2: runs.injected. Runs before it recorded --inject-fault only in their arguments.
 ALTER TABLE runs ADD COLUMN injected INTEGER NOT NULL DEFAULT 0 CHECK (injected IN (0, 1));
 UPDATE runs SET injected = 1 WHERE instr(argv, '--inject-fault') > 0;
 UPDATE meta SET schema_version = 2;
+
+-- 2 -> 3: runs.campaign (shards of one campaign), runs.bench and perf's benchmark columns.
+-- Earlier shards each stay a campaign of their own: nothing recorded which belonged together.
+ALTER TABLE runs ADD COLUMN campaign TEXT CHECK (length(campaign) BETWEEN 1 AND 64);
+ALTER TABLE runs ADD COLUMN bench TEXT CHECK (length(bench) > 0);
+ALTER TABLE perf ADD COLUMN shape TEXT CHECK (length(shape) > 0);
+ALTER TABLE perf ADD COLUMN config TEXT CHECK (length(config) > 0);
+ALTER TABLE perf ADD COLUMN ceiling_gbps REAL CHECK (ceiling_gbps >= 0);
+UPDATE meta SET schema_version = 3;
+
+-- 3 -> 4: results.baseline takes 'model' (the small-table path held to the tensor-core model's
+-- bits); harness/db.c widens that CHECK before these steps run, this step records it.
+UPDATE meta SET schema_version = 4;

@@ -6,9 +6,36 @@
 
 DROP VIEW IF EXISTS last_run;
 DROP VIEW IF EXISTS result_history;
+DROP VIEW IF EXISTS run_code;
 
--- The run started last: the queries' default when :run is not set.
-CREATE VIEW last_run AS SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1;
+-- The check run (not a benchmark's) started last: the queries' default when :run is not set.
+CREATE VIEW last_run AS
+SELECT id FROM runs WHERE bench IS NULL ORDER BY started DESC, id DESC LIMIT 1;
+
+-- Every run with the code it ran and that code's place in commit order, the x axis of drift and
+-- speed across commits. A clean commit is one code, whatever ran it; a dirty tree, an unknown
+-- commit or a fault-injected run is a code of its own: its campaign's (the shards of one
+-- command line), or else the run's. Codes are ordered by the first start of a run of theirs
+-- (ord 1, 2, ...); label is what a plot prints.
+CREATE VIEW run_code AS
+WITH c AS (
+  SELECT id AS run, git_commit, dirty, injected, started,
+         CASE WHEN dirty = 0 AND injected = 0 THEN git_commit
+              WHEN campaign IS NOT NULL THEN 'campaign ' || campaign
+              ELSE 'run ' || id END AS code,
+         coalesce(substr(git_commit, 1, 12), 'no commit')
+           || CASE WHEN dirty = 0 OR git_commit IS NULL THEN '' ELSE '+dirty' END
+           || CASE WHEN dirty = 0 AND injected = 0 THEN ''
+                   WHEN campaign IS NOT NULL THEN ' campaign ' || substr(campaign, 1, 16)
+                   ELSE ' run ' || id END
+           || CASE WHEN injected = 1 THEN ' injected' ELSE '' END AS label
+  FROM runs
+), f AS (
+  SELECT code, min(started) AS first FROM c GROUP BY code
+)
+SELECT c.run, c.code, c.label, c.git_commit, c.dirty, c.injected,
+       dense_rank() OVER (ORDER BY f.first, f.code) AS ord
+FROM c JOIN f ON f.code = c.code;
 
 -- Every result with its case and run, and what changed since the previous execution of the same
 -- (case, engine, baseline, output): the same run's previous repeat, or else the last repeat of

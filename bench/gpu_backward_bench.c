@@ -1,0 +1,258 @@
+/* gpu_backward_bench.c: the GPU backward + row-wise Adagrad benchmark: F1-F4, a hot row, the
+ * published workload, a mixed-D shape and a segment-length sweep; validates against the
+ * reference, then times the variants side by side in one run. Not a test: it never asserts.
+ *
+ * Effective GB/s follows FBGEMM's convention: backward bytes = 2 x the forward's
+ * (N*D*weight_bytes + out_elems*out_bytes). Times are medians of REPS CUDA-event timings of the
+ * backward alone (sort .. optimizer) after warm-up; each rep starts from the pristine weights
+ * and momentum (restored, untimed, with the forward that precedes it). With --db PATH the
+ * figures are also recorded as perf rows (bench_db.h), for the report.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_db.h"
+#include "bounds.h"
+#include "case.h"
+#include "engine.h"
+#include "gen.h"
+#include "tbe_gpu.h"
+
+enum { REPS = 10 };
+
+typedef struct {
+  const char *name;
+  const char *text; /* bounds=none, opt=rowwise_adagrad */
+  int validate;     /* run the reference (a CPU backward of the whole batch) */
+} shape;
+
+static const shape shapes[] = {
+  {"F1", "T=32 B=65536 E=1000000 D=128 L=32 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=1",
+   1},
+  {"F2", "T=8 B=131072 E=1000000 D=256 L=64 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=2",
+   1},
+  {"F3", "T=64 B=16384 E=100000 D=64 L=8 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=3", 1},
+  {"F4", "T=16 B=32768 E=100000 D=128 L=20 dist=zipf:1.15 wdtype=fp16 bounds=none "
+         "opt=rowwise_adagrad seed=4", 1},
+  {"HOT", "T=4 B=131072 E=1000000 D=128 L=16 hot=0:7:2000000 wdtype=fp16 bounds=none "
+          "opt=rowwise_adagrad seed=5", 1},
+  {"PUB", "T=32 B=131072 E=94000 D=128 L=20 dist=zipf:0.9 wdtype=fp16 bounds=none "
+          "opt=rowwise_adagrad seed=6", 1},
+  {"MIX", "T=8 B=65536 E=100000 D=8,16,32,64,128,256,24,48 L=20 wdtype=fp16 bounds=none "
+          "opt=rowwise_adagrad seed=7", 1},
+};
+
+typedef struct {
+  const char *name;
+  gpu_bwd_config g;
+  ref_combine combine;
+} variant;
+
+static const variant variants[] = {
+  {"fused", {.long_mode = GPU_LONG_FUSED}, REF_COMBINE_DETERMINISTIC},
+  {"accum", {.long_mode = GPU_LONG_ACCUM}, REF_COMBINE_DETERMINISTIC},
+  {"fused-atomic", {.long_mode = GPU_LONG_FUSED}, REF_COMBINE_ATOMIC},
+  {"accum-atomic", {.long_mode = GPU_LONG_ACCUM}, REF_COMBINE_ATOMIC},
+  {"nobucket", {.no_bucket = 1}, REF_COMBINE_DETERMINISTIC},
+  {"width2", {.short_width = 2, .long_width = 2}, REF_COMBINE_DETERMINISTIC},
+};
+enum { NVAR = sizeof variants / sizeof variants[0] };
+
+static void die(const char *what, tbe_status st)
+{
+  fprintf(stderr, "%s: %s\n", what, st.message);
+  exit(3);
+}
+
+static int cmp_stats(const void *a, const void *b)
+{
+  double x = ((const gpu_bwd_stats *)a)->ms, y = ((const gpu_bwd_stats *)b)->ms;
+  return x < y ? -1 : x > y;
+}
+
+/* The median backward of REPS (after 2 warm-ups) of an open session. */
+static gpu_bwd_stats median_backward(gpu_session *s)
+{
+  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF};
+  gpu_bwd_stats t[REPS];
+  for (int i = -2; i < REPS; i++) {
+    tbe_status st = gpu_session_forward(s, TBE_BOUNDS_NONE, &fc, 0, NULL);
+    if (st.code == TBE_OK)
+      st = gpu_session_backward(s, &t[i < 0 ? 0 : i]);
+    if (st.code != TBE_OK)
+      die("backward", st);
+  }
+  qsort(t, REPS, sizeof t[0], cmp_stats);
+  return t[REPS / 2];
+}
+
+/* Bit-exact (deterministic) check of the session's last backward against the reference's. */
+static const char *check(gpu_session *s, tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
+                         const void *ref_w, const float *ref_m)
+{
+  gpu_bwd_result r;
+  tbe_status st = gpu_session_backward_results(s, &r);
+  if (st.code != TBE_OK)
+    die("results", st);
+  size_t wb = tbe_dtype_size(b->wdtype) * (size_t)b->table_offset[b->num_tables];
+  const char *v = memcmp(r.weights, ref_w, wb) ? "WEIGHTS DIFFER"
+                  : bwd->momentum && memcmp(r.momentum, ref_m, sizeof(float) * (size_t)ref_bwd_rows(b))
+                      ? "MOMENTUM DIFFERS"
+                      : "bit-exact";
+  (void)l;
+  gpu_bwd_result_free(&r);
+  return v;
+}
+
+static bench_db *rec;
+static double copy_gbps;
+
+/* FBGEMM's convention: twice the forward's bytes (rows read, output written). */
+static double bwd_bytes(const tbe_batch *b, const tbe_layout *l)
+{
+  double fwd = 0;
+  for (int32_t t = 0; t < b->T; t++) {
+    double n = (double)(tbe_iget(b->offsets, b->itype, l->B_offsets[t + 1]) -
+                        tbe_iget(b->offsets, b->itype, l->B_offsets[t]));
+    fwd += n * b->D[b->feature_table_map[t]] * (double)tbe_dtype_size(b->wdtype);
+  }
+  fwd += (double)l->out_elems * (double)tbe_dtype_size(b->out_dtype);
+  return 2 * fwd;
+}
+
+static double gbps(const tbe_batch *b, const tbe_layout *l, double ms)
+{
+  return bwd_bytes(b, l) / (ms * 1e-3) / 1e9;
+}
+
+/* Opens a session on b with cfg/g, or dies. */
+static gpu_session *open_bwd(tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                             const gpu_bwd_config *g, const gen_bwd *bwd)
+{
+  gpu_session *s;
+  tbe_status st = gpu_session_open(b, l, &s);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_open(s, cfg, g, bwd->grad_output, bwd->momentum);
+  if (st.code != TBE_OK)
+    die("session", st);
+  return s;
+}
+
+static void run_shape(const shape *sh)
+{
+  tbe_case *c;
+  tbe_batch b;
+  gen_bwd bwd;
+  tbe_layout l;
+  tbe_status st = case_parse(sh->text, &c);
+  if (st.code == TBE_OK)
+    st = gen_case(c, &b, &bwd);
+  if (st.code == TBE_OK)
+    st = tbe_layout_init(&l, &b);
+  if (st.code != TBE_OK)
+    die(sh->text, st);
+  void *ref_w = NULL;
+  float *ref_m = NULL, *ref_psw = NULL;
+  double t0 = omp_get_wtime();
+  if (sh->validate && (st = eng_ref_backward_run(&b, &l, &bwd, &ref_w, &ref_m, &ref_psw)).code)
+    die("reference", st);
+  double ref_s = omp_get_wtime() - t0;
+  printf("%-4s %s\n", sh->name, sh->text);
+  for (int v = 0; v < NVAR; v++) {
+    ref_bwd_config cfg = *bwd.cfg;
+    cfg.combine = variants[v].combine;
+    gpu_session *s = open_bwd(&b, &l, &cfg, &variants[v].g, &bwd);
+    gpu_bwd_stats m = median_backward(s);
+    const char *ok = !sh->validate ? "-"
+                     : cfg.combine == REF_COMBINE_ATOMIC ? "(bound: cases/gpu_backward.cases)"
+                                                         : check(s, &b, &l, &bwd, ref_w, ref_m);
+    printf("  %-13s %8.3f ms %6.0f GB/s | sort %6.3f class %6.3f short %7.3f long %7.3f | "
+           "runs %lld long %lld chunks %lld | %s\n",
+           variants[v].name, m.ms, gbps(&b, &l, m.ms), m.sort_ms, m.classify_ms, m.short_ms,
+           m.long_ms, (long long)m.runs, (long long)m.long_runs, (long long)m.chunks, ok);
+    fflush(stdout);
+    bench_db_figure(rec, sh->name, sh->text, "gpu:backward", variants[v].name, m.ms,
+                    bwd_bytes(&b, &l), copy_gbps);
+    gpu_session_close(s);
+  }
+  if (sh->validate)
+    printf("  (reference backward on the CPU: %.1f s, %d threads)\n", ref_s,
+           omp_get_max_threads());
+  free(ref_w);
+  free(ref_m);
+  free(ref_psw);
+  tbe_layout_free(&l);
+  gen_case_free(&b, &bwd);
+  case_free(c);
+}
+
+/* Every run of length exactly sl: N lookups over N/sl rows, row p % E at position p. */
+static void run_sweep(void)
+{
+  static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
+  static const int thresholds[] = {32, 256};
+  printf("SL sweep: T=1 B=262144 L=32 D=128 fp16, N = 8.4M lookups, every run of length SL\n");
+  printf("  %8s %14s %14s\n", "SL", "thr=32 ms", "thr=256 ms");
+  for (size_t k = 0; k < sizeof sls / sizeof sls[0]; k++) {
+    char text[256];
+    const int64_t N = 262144 * 32;
+    snprintf(text, sizeof text,
+             "T=1 B=262144 E=%lld D=128 L=32 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=9",
+             (long long)(N / sls[k]));
+    tbe_case *c;
+    tbe_batch b;
+    gen_bwd bwd;
+    tbe_layout l;
+    tbe_status st = case_parse(text, &c);
+    if (st.code == TBE_OK)
+      st = gen_case(c, &b, &bwd);
+    if (st.code == TBE_OK)
+      st = tbe_layout_init(&l, &b);
+    if (st.code != TBE_OK)
+      die(text, st);
+    for (int64_t p = 0; p < b.N; p++)
+      tbe_iset(b.indices, b.itype, p, p % b.E[0]);
+    double ms[2];
+    for (int t = 0; t < 2; t++) {
+      ref_bwd_config cfg = *bwd.cfg;
+      cfg.threshold = thresholds[t];
+      gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED};
+      gpu_session *s = open_bwd(&b, &l, &cfg, &g, &bwd);
+      ms[t] = median_backward(s).ms;
+      gpu_session_close(s);
+    }
+    printf("  %8d %14.3f %14.3f   %6.0f / %6.0f GB/s\n", sls[k], ms[0], ms[1],
+           gbps(&b, &l, ms[0]), gbps(&b, &l, ms[1]));
+    char name[32];
+    for (int t = 0; t < 2; t++) {
+      snprintf(name, sizeof name, "SL%d-thr%d", sls[k], thresholds[t]);
+      bench_db_figure(rec, name, text, "gpu:backward", NULL, ms[t], bwd_bytes(&b, &l), copy_gbps);
+    }
+    fflush(stdout);
+    tbe_layout_free(&l);
+    gen_case_free(&b, &bwd);
+    case_free(c);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  char desc[256];
+  tbe_status st = gpu_probe(desc, sizeof desc);
+  if (st.code != TBE_OK) {
+    printf("SKIP: %s\n", st.message);
+    return 0;
+  }
+  rec = bench_db_open(argc, argv, "gpu_backward_bench", desc);
+  if ((st = gpu_copy_ceiling((size_t)4 << 30, REPS, &copy_gbps)).code != TBE_OK)
+    die("copy ceiling", st);
+  printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
+         omp_get_max_threads(), copy_gbps);
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+    run_shape(&shapes[k]);
+  run_sweep();
+  bench_db_close(rec);
+  return 0;
+}
