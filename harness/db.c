@@ -180,7 +180,7 @@ static tbe_status db_prepare_all(db *d);
  * schema_version) leaves every stored row valid, since the old values are a subset. */
 static tbe_status db_widen_baseline(db *d)
 {
-  int64_t v;
+  int64_t v = 0;
   int found;
   tbe_status s = db_exec(d, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
                             "replace(sql, 'baseline IN (''ref'', ''exact'')', "
