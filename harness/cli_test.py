@@ -524,10 +524,17 @@ def test_injected():
                               ("perf", "shape"), ("perf", "config"), ("perf", "ceiling_gbps")):
             c.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         c.execute("UPDATE meta SET schema_version = 1")
+    with sqlite3.connect("old.db") as c:  # version 1's results.baseline took no 'model'
+        c.execute("PRAGMA writable_schema = ON")
+        c.execute("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'results'",
+                  ("'ref', 'model', 'exact'", "'ref', 'exact'"))
     _, err = expect(2, "list", "--db", "old.db")
     check("older than this tbecheck" in err and "upgrades it" in err, err)
     expect(0, "run", "--db", "old.db", "--engines", "ref", "B=4 L=2 D=8")
-    check(scalar("old.db", "SELECT schema_version FROM meta") == 3, "not upgraded")
+    check(scalar("old.db", "SELECT schema_version FROM meta") == 4, "not upgraded")
+    check("'model'" in scalar("old.db", "SELECT sql FROM sqlite_master WHERE name = 'results'"),
+          "results.baseline still refuses the model baseline")
+    check(scalar("old.db", "PRAGMA integrity_check") == "ok", "the upgrade broke the database")
     check(query("old.db", "SELECT injected FROM runs ORDER BY id") == [(0,), (1,), (0,), (0,)],
           "the upgrade did not mark the injected run from its arguments")
     expect(0, "merge", "m.db", "old.db")
