@@ -21,11 +21,15 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 SKIP = 77
+GRACE = 30         # seconds a campaign may run past its budget (the case in flight, the shrink)
+CLEAN_LIMIT = 120  # seconds a failing case may take on the clean build
 ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
 # the named cases, those aimed at the faults first
 CPU_CASES = ["cases/faults.cases", "cases/smoke.cases", "cases/edge.cases"]
@@ -183,24 +187,45 @@ def run_test(tree, test):
     return ("fail" if rc else "pass"), secs, seen.get("last", "")
 
 
-def stream(cmd, on_line, cwd=None):
-    """Runs cmd, calling on_line(line, seconds) per output line until it returns True (then the
-    process is killed) or the output ends. Returns the exit code (None when killed)."""
+def stream(cmd, on_line, cwd=None, limit=None):
+    """Runs cmd, calling on_line(line, seconds) per output line until it returns True or limit
+    seconds have passed (then the process is killed) or the output ends. Returns the exit code
+    (None when killed)."""
     t0 = time.monotonic()
+    # its own process group, so that a kill reaches its children too (the oracle's worker)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=ENV, cwd=cwd, errors="replace")
+                         env=ENV, cwd=cwd, errors="replace", start_new_session=True)
+
+    def kill():
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(limit, kill) if limit else None
+    if timer:
+        timer.start()
+    stopped = False
     for line in p.stdout:
         if on_line(line.rstrip("\n"), time.monotonic() - t0):
-            p.kill()
-            p.wait()
-            return None
-    return p.wait()
+            stopped = True
+            kill()
+            break
+    rc = p.wait()
+    if timer:
+        stopped = stopped or not timer.is_alive()
+        timer.cancel()
+    return None if stopped else rc
 
 
 def passes_clean(a, engines, case):
-    """Does the case pass on the clean build? A failure there is not the fault's doing."""
-    r = subprocess.run([a.tbecheck, "replay", case, "--engines", engines], env=ENV,
-                       capture_output=True, text=True)
+    """Does the case pass on the clean build (within CLEAN_LIMIT seconds)? A failure there is
+    not the fault's doing."""
+    try:
+        r = subprocess.run([a.tbecheck, "replay", case, "--engines", engines], env=ENV,
+                           capture_output=True, text=True, timeout=CLEAN_LIMIT)
+    except subprocess.TimeoutExpired:
+        return False
     return r.returncode == 0
 
 
@@ -237,31 +262,45 @@ def run_cases(a, work, engines, files):
 
 
 def run_fuzz(a, work, engines):
-    """A bounded campaign (seed 1): the first failure, its comparison and shrunk reproducer,
-    after how many cases (the failing case's id in a fresh database) and seconds."""
+    """A bounded campaign (seed 1) up to its first failure that passes on the clean build: its
+    comparison and shrunk reproducer, after how many cases (the failing case's id in a fresh
+    database) and seconds. A failure the clean build shares is no detection: it is kept in
+    `shared` (a bug the fault did not plant) and the campaign goes on. The campaign checks its
+    time between cases and a case can take minutes (SL 10^6): it is killed GRACE seconds after
+    its budget, its failure shrunk or not."""
     db = os.path.join(work, "fuzz.db")
     if os.path.exists(db):
         os.remove(db)
-    seen = {}
+    seen, cur, shared = {}, {}, []
 
     def on_line(line, secs):
         m = re.match(r"FAIL +case +(\d+) +(.*)", line)
-        if m and "case" not in seen:
-            seen.update(cases=int(m.group(1)), case=m.group(2), seconds=secs)
-        elif "case" in seen and "why" not in seen:
-            seen["why"] = line.strip()
+        if m:
+            cur.clear()
+            cur.update(cases=int(m.group(1)), case=m.group(2), seconds=secs)
+        elif cur and "why" not in cur:
+            cur["why"] = line.strip()
         m = re.match(r" +reproduce: tbecheck replay '(.*)'", line)
-        if m and "case" in seen:
-            seen["shrunk"] = m.group(1)
+        if m and cur:
+            cur.update(shrunk=m.group(1), shrunk_seconds=secs - cur["seconds"])
+            if not passes_clean(a, engines, cur["shrunk"]):
+                shared.append(dict(cur))
+                cur.clear()
+                return False
+            seen.update(cur)
             return True  # one caught failure is enough: stop the campaign
         return False
 
     t0 = time.monotonic()
     stream([a.faulty, "fuzz", "--seconds", str(a.seconds),
-            "--seed", "1", "--engines", engines, "--db", db], on_line)
+            "--seed", "1", "--engines", engines, "--db", db], on_line, limit=a.seconds + GRACE)
+    if not seen and cur.get("why") and passes_clean(a, engines, cur["case"]):
+        seen.update(cur)  # killed while shrinking: the unshrunk case is the detection
     r = dict(detector="fuzz", what=f"tbecheck fuzz --seed 1 --seconds {a.seconds}",
-             seconds_total=time.monotonic() - t0, **seen)
-    r["detected"] = "case" in seen and passes_clean(a, engines, seen.get("shrunk", seen["case"]))
+             seconds_total=time.monotonic() - t0, detected=bool(seen), shared=shared, **seen)
+    for f in shared:
+        log(f"  NOTE: the campaign found a failure the clean build shares (not the fault's): "
+            f"tbecheck replay '{f['shrunk']}': {f['why']}")
     return r
 
 
@@ -392,7 +431,7 @@ def main():
     r.add_argument("--build", required=True, help="the clean build tree")
     r.add_argument("--tbecheck", required=True, help="the clean build's tbecheck")
     r.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    r.add_argument("--seconds", type=int, default=60, help="the campaign's budget")
+    r.add_argument("--seconds", type=int, default=30, help="the campaign's budget")
     t = sub.add_parser("table")
     t.add_argument("build")
     n = sub.add_parser("names")
