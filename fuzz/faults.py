@@ -33,7 +33,8 @@ CLEAN_LIMIT = 120  # seconds a failing case may take on the clean build
 ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
 # the named cases, those aimed at the faults first
 CPU_CASES = ["cases/faults.cases", "cases/smoke.cases", "cases/edge.cases"]
-GPU_CASES = ["cases/faults.cases", "cases/gpu.cases", "cases/gpu_backward.cases"]
+GPU_CASES = ["cases/faults.cases", "cases/smoke.cases", "cases/gpu.cases",
+             "cases/gpu_backward.cases"]
 
 # name: what it breaks, where (the hook), the named tests meant to catch it, and `expect`: the
 # detectors ("cases", "fuzz" or a test) that must each catch it (fuzz/FAULTS.md shows them).
