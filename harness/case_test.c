@@ -344,8 +344,8 @@ static void test_file_read(void)
 /* every line of the shipped .cases files parses, is written canonically and says why */
 static void test_case_files(void)
 {
-  const char *files[] = {"smoke.cases", "edge.cases", "slow.cases"};
-  for (int i = 0; i < 3; i++) {
+  const char *files[] = {"smoke.cases", "edge.cases", "slow.cases", "faults.cases"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char path[1024], canon[BUF];
     snprintf(path, sizeof path, "%s/%s", CASES_DIR, files[i]);
     case_list l;

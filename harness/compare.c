@@ -83,6 +83,9 @@ static void track_error(cmp_result *r, double want, double got)
 
 void cmp_bitwise(cmp_result *r, tbe_dtype t, const void *expected, const void *got, int64_t n)
 {
+#if defined(TBE_FAULT_CMP_SKIP_LAST) /* planted: the last element is never compared */
+  n = n > 0 ? n - 1 : 0;
+#endif
   for (int64_t i = 0; i < n; i++) {
     r->elements++;
     uint32_t a = bits_of(t, expected, i), b = bits_of(t, got, i);
@@ -110,6 +113,9 @@ void cmp_bitwise(cmp_result *r, tbe_dtype t, const void *expected, const void *g
 void cmp_bitwise_int(cmp_result *r, tbe_itype t, const void *expected, const void *got,
                      int64_t n)
 {
+#if defined(TBE_FAULT_CMP_SKIP_LAST) /* planted: the last element is never compared */
+  n = n > 0 ? n - 1 : 0;
+#endif
   for (int64_t i = 0; i < n; i++) {
     r->elements++;
     int64_t a = tbe_iget(expected, t, i), b = tbe_iget(got, t, i);
@@ -138,6 +144,9 @@ static double overflow_threshold(tbe_dtype t)
 void cmp_bound(cmp_result *r, tbe_dtype t, const double *exact, const double *bound,
                const void *got, int64_t n)
 {
+#if defined(TBE_FAULT_CMP_SKIP_LAST) /* planted: the last element is never compared */
+  n = n > 0 ? n - 1 : 0;
+#endif
   for (int64_t i = 0; i < n; i++) {
     r->elements++;
     double g = cmp_value(t, got, i), e = exact[i];

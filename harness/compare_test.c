@@ -1,6 +1,7 @@
 /* compare_test.c: the comparison must catch what it exists to catch: one element one ulp off
  * (every dtype), a NaN on one side, an Inf of the wrong sign, a bound exceeded by a hair, a
- * bound that is NaN or Inf (it checks nothing, so it fails).
+ * bound that is NaN or Inf (it checks nothing, so it fails), and a wrong first or last element
+ * under every metric (fault cmp_skip_last, fuzz/FAULTS.md).
  */
 #include <math.h>
 #include <string.h>
@@ -148,8 +149,42 @@ static void test_ulp_distance_and_ints(void)
   cmp_free(&r);
 }
 
+/* Every metric compares every element: a difference only at element `at` (the first, the last)
+ * of n is one violation there, and all n elements count. */
+static void test_ends(void)
+{
+  enum { n = 7 };
+  for (int at = 0; at < n; at += n - 1) {
+    float a[n] = {1, 2, 3, 4, 5, 6, 7}, b[n];
+    memcpy(b, a, sizeof a);
+    b[at] = 8;
+    int64_t x[n] = {0, 1, 2, 3, 4, 5, 6}, y[n];
+    memcpy(y, x, sizeof x);
+    y[at] = -1;
+    double exact[n], bound[n];
+    for (int i = 0; i < n; i++) {
+      exact[i] = a[i];
+      bound[i] = 0.5;
+    }
+    cmp_result r[3];
+    cmp_init(&r[0], CMP_BITWISE, 4);
+    cmp_bitwise(&r[0], TBE_FP32, a, b, n);
+    cmp_init(&r[1], CMP_BITWISE, 4);
+    cmp_bitwise_int(&r[1], TBE_I64, x, y, n);
+    cmp_init(&r[2], CMP_BOUND, 4);
+    cmp_bound(&r[2], TBE_FP32, exact, bound, b, n);
+    for (int m = 0; m < 3; m++) {
+      CHECK(r[m].elements == n && r[m].violations == 1 && r[m].first[0].index == at,
+            "metric %d, a difference at element %d of %d: %lld elements, %lld violations", m,
+            at, n, (long long)r[m].elements, (long long)r[m].violations);
+      cmp_free(&r[m]);
+    }
+  }
+}
+
 int main(void)
 {
+  test_ends();
   test_one_ulp();
   test_nan_inf();
   test_nonfinite_bounds();

@@ -465,6 +465,7 @@ static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                                          bytes));
     return;
   }
+  memset(out, 0xFF, bytes); /* NaN in every dtype: an element the forward never writes fails */
   double t0 = eng_now_ms();
   tbe_status bounds = ref_bounds_check(b, l, j->mode, &warnings);
   tbe_status s = bounds.code == TBE_OK ? ref_forward(b, l, out) : tbe_ok();
@@ -925,8 +926,9 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
                             (long long)t->n);
   } else if (forward) {
     t->n = l->out_elems;
-    t->exact = malloc(sizeof(double) * (size_t)t->n + 1);
-    t->bound = malloc(sizeof(double) * (size_t)t->n + 1);
+    /* zeros where no bag writes (a broken layout): the reference must then hold exactly 0 */
+    t->exact = calloc((size_t)t->n + 1, sizeof(double));
+    t->bound = calloc((size_t)t->n + 1, sizeof(double));
     s = t->exact && t->bound ? ref_forward_exact_tc(b, l, t->small, t->exact, t->bound)
                              : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values",
                                          (long long)t->n);

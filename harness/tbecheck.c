@@ -54,7 +54,7 @@ static const char usage_text[] =
     "  export CASE|CASEFILE DIR   write a case's inputs and reference outputs as .npy files\n"
     "  merge OUT.db IN.db ...     fold databases (e.g. shards) into one\n"
     "  random N SEED              print N random valid cases\n"
-    "  --version                  version, commit, build type, CUDA on or off\n"
+    "  --version                  version, commit, build type, CUDA on or off, planted fault\n"
     "  fuzz [--seconds S]         differential campaign over the edge space, failures shrunk\n"
     "\n"
     "A CASE is one line of key=value tokens (README.md), quoted as one argument; an argument\n"
@@ -1353,6 +1353,9 @@ static int print_version(void)
     printf("CUDA     on (toolkit %s)\n", TBE_CUDA_VERSION);
   else
     printf("CUDA     off (built without a CUDA compiler: the gpu engine skips)\n");
+#if defined(TBE_FAULT_NAME)
+  printf("fault    %s (planted on purpose: this build is wrong, fuzz/FAULTS.md)\n", TBE_FAULT_NAME);
+#endif
   return EXIT_PASS;
 }
 

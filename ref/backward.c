@@ -189,6 +189,9 @@ void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, flo
   }
   int64_t chunk = w->cfg->chunk;
   ref_bwd_sum_entries(w, s, s + chunk < e ? s + chunk : e, D, g);
+#if defined(TBE_FAULT_CHUNK_OFF_BY_ONE) /* planted: the chunks after the first start one late */
+  s++;
+#endif
   for (int64_t c = s + chunk; c < e; c += chunk) {
     ref_bwd_sum_entries(w, c, c + chunk < e ? c + chunk : e, D, part);
     add_row(g, part, D);

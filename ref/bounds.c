@@ -97,8 +97,13 @@ tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode m
       int64_t c = o < N ? o : N;
       if (i == 0)
         prev = c < 0 ? 0 : c;
+#if defined(TBE_FAULT_REPAIR_NOT_MONOTONE) /* planted: a clamp to [0, N], no running max */
+      else
+        prev = c < 0 ? 0 : c;
+#else
       else if (c > prev)
         prev = c;
+#endif
       tbe_iset(b->offsets, b->itype, i, prev);
     }
     tbe_iset(b->offsets, b->itype, total_B, N);
@@ -117,12 +122,19 @@ tbe_status ref_bounds_check(tbe_batch *b, const tbe_layout *l, tbe_bounds_mode m
       if (idx == -1 || (idx >= 0 && idx < E))
         continue;
       invalid++;
+#if defined(TBE_FAULT_FATAL_HIGHEST) /* planted: the highest position, negated for the min */
+      first_bad = -p < first_bad ? -p : first_bad;
+#else
       if (p < first_bad)
         first_bad = p;
+#endif
       if (repair)
         tbe_iset(b->indices, b->itype, p, 0);
     }
   }
+#if defined(TBE_FAULT_FATAL_HIGHEST)
+  first_bad = -first_bad;
+#endif
   if (invalid && mode == TBE_BOUNDS_FATAL)
     return ref_bounds_offender(b, l, -1, first_bad);
   if (mode == TBE_BOUNDS_WARNING)

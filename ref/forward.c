@@ -215,8 +215,12 @@ static void bag_fp32(const tbe_batch *b, int64_t start, int64_t end, const float
   for (int64_t p = start; p < end; p++) {
     lookahead_step(ahead);
     int64_t idx = tbe_iget(b->indices, b->itype, p);
+#if defined(TBE_FAULT_PRUNED_AS_ROW0) /* planted: a pruned position reads row 0 */
+    idx = idx == -1 ? 0 : idx;
+#else
     if (idx == -1)
       continue;
+#endif
     const float *r = table + idx * D;
     if (b->per_sample_weights) {
       double w = b->per_sample_weights[p];

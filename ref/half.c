@@ -58,6 +58,9 @@ static uint16_t narrow(uint64_t dbits, int man_bits, int exp_bits, int bias)
   uint64_t q = M >> shift;
   uint64_t rem = M & ((1ull << shift) - 1);
   uint64_t half = 1ull << (shift - 1);
+#if defined(TBE_FAULT_FP16_TRUNCATE) /* planted: fp16 narrowing drops the rest, no rounding */
+  rem = man_bits == 10 ? 0 : rem;
+#endif
   if (rem > half || (rem == half && (q & 1)))
     q++;
   if (e < emin) /* subnormal; q == 2^man_bits encodes the smallest normal */

@@ -90,9 +90,17 @@ void ref_opt_update_row(const ref_opt_config *o, int32_t D, const float *g, floa
     gd = gd_l2;
   }
   float s = ref_lane_dot(gd, gd, D);
+#if defined(TBE_FAULT_MOMENTUM_D_TWICE) /* planted: the mean square divided by D twice */
+  float mm = *m + s / (float)D / (float)D;
+#else
   float mm = *m + s / (float)D;
+#endif
   *m = mm;
+#if defined(TBE_FAULT_EPS_IN_SQRT) /* planted: eps added under the root */
+  float mu = o->lr / sqrtf(mm + o->eps);
+#else
   float mu = o->lr / (sqrtf(mm) + o->eps);
+#endif
   float c = o->wd == REF_WD_L2         ? fmaf(-mu, o->lambda, 1.0f)
             : o->wd == REF_WD_DECOUPLE ? fmaf(-o->lr, o->lambda, 1.0f)
                                        : 1.0f;

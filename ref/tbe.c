@@ -242,7 +242,11 @@ tbe_status tbe_layout_init(tbe_layout *l, const tbe_batch *b)
       for (int32_t rr = 0; rr < r; rr++)
         first += b->B_vbe[t * R + rr];
       for (int64_t i = 0; i < b->B_vbe[t * R + r]; i++, pos += D)
+#if defined(TBE_FAULT_VBE_RANK1_SHIFT) /* planted: rank 1's bags one row early */
+        l->bag_out[first + i] = r == 1 && pos >= D ? pos - D : pos;
+#else
         l->bag_out[first + i] = pos;
+#endif
     }
   l->out_elems = pos;
   return tbe_ok();
