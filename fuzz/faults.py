@@ -99,11 +99,11 @@ FAULTS = {
     "threshold_gt": dict(
         gpu=True, breaks="runs go to the long path when SL > threshold instead of >= "
                          "(gpu/backward.cu)",
-        tests=["gpu_backward"], expect=[]),
+        tests=["gpu_backward", "cli_gpu"], expect=[]),
     "sr_swap": dict(
         gpu=True, breaks="the stochastic rounding counter takes (row, column) swapped "
                          "(gpu/optimizer.cuh)",
-        tests=["gpu_backward"], expect=[]),
+        tests=["gpu_backward", "cli_gpu"], expect=[]),
 }
 
 
