@@ -223,7 +223,7 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.bucket = !(gc && gc->no_bucket);
   w.short_width = gc ? gc->short_width : 0;
   w.long_width = gc ? gc->long_width : 0;
-  g->fused = !(gc && gc->long_mode == GPU_LONG_ACCUM);
+  g->fused = gc && gc->long_mode == GPU_LONG_FUSED;
   w.max_D = l->max_D;
   w.vec = 4;
   for (int32_t j = 0; j < h->num_tables; j++)

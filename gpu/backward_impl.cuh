@@ -67,8 +67,8 @@ struct dev_bwd {
   int32_t threshold, chunk, max_D;
   int atomic, bucket;
   int vec;                     /* 4: every D is a multiple of 4 (vector loads), else 1 */
-  int short_width, long_width; /* entries in flight per group: 2, or the shape's U (4 up to 8
-                                  columns per lane) */
+  int short_width, long_width; /* entries in flight per group: 2 or 4 (capped by the shape's
+                                  U); 0: the policy (short 2, long U) */
   int64_t sentinel;            /* key of positions that make no entry (-1, outside every bag) */
   float *momentum;             /* [rows] or NULL */
   float *psw_grad;             /* [N] or NULL */

@@ -484,7 +484,10 @@ static tbe_status rerun_forward(gpu_session *s, tbe_bounds_mode mode, const gpu_
   const tbe_batch *b = s->h;
   const size_t isz = tbe_itype_size(b->itype);
   const tbe_status &x = r->bounds, &y = again.bounds;
-  r->rerun_diffs = differing(r->out, again.out, s->l->out_elems, tbe_dtype_size(b->out_dtype)) +
+  const int64_t out = x.code == TBE_OK /* a FATAL stop leaves the output unwritten */
+                          ? differing(r->out, again.out, s->l->out_elems, tbe_dtype_size(b->out_dtype))
+                          : 0;
+  r->rerun_diffs = out +
                    differing(r->indices, again.indices, b->N, isz) +
                    differing(r->offsets, again.offsets, s->l->total_B + 1, isz) +
                    (r->warnings != again.warnings) +

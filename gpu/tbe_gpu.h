@@ -70,11 +70,13 @@ void gpu_session_close(gpu_session *s);
 
 /* How the backward runs (case keys bwd.long, bwd.bucket); the numerics-changing knobs
  * (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the defaults. */
-typedef enum { GPU_LONG_FUSED = 0, GPU_LONG_ACCUM = 1 } gpu_long_mode;
+typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef struct {
-  gpu_long_mode long_mode; /* long runs: fused fence + countdown (default), or accum + apply */
+  gpu_long_mode long_mode; /* long runs: accum + apply (default: faster on the published
+                              workload and the hot row, bench/RESULTS.md), or fused fence +
+                              countdown */
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
-  int short_width;         /* entries in flight per group on short runs: 0 (policy) or 2 */
+  int short_width;         /* entries in flight per group on short runs: 0 (policy: 2), 2 or 4 */
   int long_width;          /* the same for the chunks of long runs */
 } gpu_bwd_config;
 

@@ -41,8 +41,8 @@
  *   bwd.threshold=INT [256]  1..2^31-1: runs with SL below it are summed in one sequence
  *   bwd.chunk=INT [256]      1..2^31-1: contributions per chunk of a longer run
  *   bwd.combine=deterministic|atomic [deterministic]
- *   bwd.long=fused|accum [fused]  GPU: long runs applied by the last chunk (fence + countdown)
- *                        or by a second kernel; no bit depends on it
+ *   bwd.long=accum|fused [accum]  GPU: long runs applied by a second kernel, or by the last
+ *                        chunk (fence + countdown); no bit depends on it
  *   bwd.bucket=0|1 [1]   GPU: short runs launched per next_pow2(D) bucket, or all in the
  *                        widest table's; no bit depends on it
  *   bwd.width=2|4 [policy]  GPU: gradient rows in flight per group; no bit depends on it
@@ -105,7 +105,7 @@ static const char *const small_words[] = {"auto", "on", "off"};
 static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
 static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
-static const char *const long_words[] = {"fused", "accum"};
+static const char *const long_words[] = {"accum", "fused"};
 
 static void spec_fixed(case_spec *s, int64_t v)
 {

@@ -43,7 +43,7 @@ typedef struct {
   int fwd_width;             /* fwd.width: rows in flight, 0 (policy), 4 or 8 */
   case_small_mode fwd_small; /* fwd.small */
   int fused_bounds;          /* fused_bounds: 1 checks indices inside the forward kernels */
-  int bwd_long;              /* bwd.long: 0 fused (fence + countdown), 1 accum (gpu_long_mode) */
+  int bwd_long;              /* bwd.long: 0 accum, 1 fused (fence + countdown) (gpu_long_mode) */
   int bwd_no_bucket;         /* bwd.bucket=0: no dimension bucketing of short runs */
   int bwd_width;             /* bwd.width: entries in flight per group, 0 (policy), 2 or 4 */
   ref_bwd_config bwd;        /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
