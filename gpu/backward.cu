@@ -147,24 +147,14 @@ __global__ void psw_kernel(dev_bwd w, const dev_bounds *state)
 
 } // namespace
 
-int64_t gpu_bwd_max_blocks()
-{
-  static int64_t blocks = 0;
-  if (!blocks) {
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    blocks = (int64_t)sms * 16;
-  }
-  return blocks;
-}
+int64_t gpu_bwd_max_blocks() { return (int64_t)gpu_sm_count() * 16; }
 
 /* One session's backward: the device view, its buffers, pristine inputs, and the last call's
  * timing events. */
 struct gpu_bwd {
   dev_bwd w;
   gpu_transpose_bufs t;
-  std::vector<void *> ptrs;
+  dev_arena arena;
   void *pristine_weights;
   float *pristine_momentum;
   size_t weight_bytes;
@@ -175,20 +165,9 @@ struct gpu_bwd {
 
   ~gpu_bwd()
   {
-    for (void *p : ptrs)
-      cudaFree(p);
     for (cudaEvent_t e : ev)
       if (e)
         cudaEventDestroy(e);
-  }
-  tbe_status alloc(size_t bytes, void **p)
-  {
-    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e != cudaSuccess)
-      return tbe_error(TBE_ENOMEM, "gpu", -1, "backward: cudaMalloc of %zu bytes failed: %s",
-                       bytes, cudaGetErrorString(e));
-    ptrs.push_back(*p);
-    return tbe_ok();
   }
 };
 
@@ -201,7 +180,7 @@ struct gpu_bwd {
 
 static tbe_status bwd_alloc(gpu_bwd *g, size_t n, size_t elem, void **p)
 {
-  return g->alloc(tbe_mul_size(n, elem), p);
+  return g->arena.alloc(tbe_mul_size(n, elem), p);
 }
 
 static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
@@ -266,7 +245,7 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     BWD_TRY(gpu_transpose_bytes<uint64_t>(N, bits, &g->t.temp_bytes));
   else
     BWD_TRY(gpu_transpose_bytes<uint32_t>(N, bits, &g->t.temp_bytes));
-  BWD_TRY(g->alloc(g->t.temp_bytes, &g->t.temp));
+  BWD_TRY(g->arena.alloc(g->t.temp_bytes, &g->t.temp));
 
   /* the run lists: bucket k holds at most min(N, rows of the tables in it) short runs */
   std::vector<int64_t> bucket_rows(BWD_BUCKETS, 0);
@@ -290,16 +269,16 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   BWD_TRY(bwd_alloc(g, tbe_mul_size((size_t)(w.atomic ? w.long_cap : w.chunk_cap),
                                     (size_t)w.max_D), sizeof(float), &p));
   w.part = (float *)p;
-  BWD_TRY(g->alloc(sizeof(bwd_counts), &p));
+  BWD_TRY(g->arena.alloc(sizeof(bwd_counts), &p));
   w.counts = (bwd_counts *)p;
 
   /* inputs: grad_output, momentum, and the pristine weights every call starts from */
   const size_t out_bytes = tbe_mul_size((size_t)l->out_elems, tbe_dtype_size(h->out_dtype));
-  BWD_TRY(g->alloc(out_bytes, &p));
+  BWD_TRY(g->arena.alloc(out_bytes, &p));
   GPU_TRY(cudaMemcpy(p, grad_output, out_bytes, cudaMemcpyHostToDevice));
   w.grad = p;
   g->weight_bytes = tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables];
-  BWD_TRY(g->alloc(g->weight_bytes, &g->pristine_weights));
+  BWD_TRY(g->arena.alloc(g->weight_bytes, &g->pristine_weights));
   GPU_TRY(cudaMemcpy(g->pristine_weights, h->weights, g->weight_bytes, cudaMemcpyHostToDevice));
   if (momentum) {
     BWD_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&g->pristine_momentum));

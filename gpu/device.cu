@@ -2,9 +2,22 @@
  * users so far. Not a kernel file; kernels live one path per file beside it.
  */
 #include "cuda_check.h"
+#include "gpu_internal.h"
 #include "tbe_gpu.h"
 
 #include <cstdio>
+
+int gpu_sm_count()
+{
+  static int sms = 0;
+  if (!sms) {
+    int dev = 0, n = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    sms = n;
+  }
+  return sms;
+}
 
 extern "C" tbe_status gpu_probe(char *desc, size_t n)
 {

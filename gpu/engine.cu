@@ -25,32 +25,6 @@ const unsigned char POISON2 = 0x7B; /* the rerun's: 0x7B7B.. is finite in fp32, 
  * GPU's choice alone: it reports it in gpu_fwd_result.small_mask, which the harness reads. */
 const double SMALL_AUTO_L = 256;
 
-/* Device allocations of one run, freed together. */
-struct dev_arena {
-  std::vector<void *> ptrs;
-  ~dev_arena()
-  {
-    for (void *p : ptrs)
-      cudaFree(p);
-  }
-  tbe_status alloc(size_t bytes, void **p)
-  {
-    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e != cudaSuccess)
-      return tbe_error(TBE_ENOMEM, "gpu", -1, "cudaMalloc of %zu bytes failed: %s", bytes,
-                       cudaGetErrorString(e));
-    ptrs.push_back(*p);
-    return tbe_ok();
-  }
-  tbe_status upload(const void *h, size_t bytes, void **p)
-  {
-    tbe_status st = alloc(bytes, p);
-    if (st.code == TBE_OK && bytes)
-      GPU_TRY(cudaMemcpy(*p, h, bytes, cudaMemcpyHostToDevice));
-    return st;
-  }
-};
-
 #define TRY(expr)                                                                        \
   do {                                                                                   \
     tbe_status try_st_ = (expr);                                                         \

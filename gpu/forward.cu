@@ -428,17 +428,7 @@ void launch_bucket(const bucket &k, int width, dim3 grid, const dev_batch &b,
 
 /* Warps that keep every SM busy for several waves: more programs than this gain nothing, fewer
  * leave SMs idle, so a bucket with few programs splits its features into chunks (grid z). */
-int64_t target_warps()
-{
-  static int64_t warps = 0;
-  if (!warps) {
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    warps = (int64_t)sms * 64 * 4;
-  }
-  return warps;
-}
+int64_t target_warps() { return (int64_t)gpu_sm_count() * 64 * 4; }
 
 } // namespace
 

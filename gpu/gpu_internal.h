@@ -6,8 +6,40 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
+#include "cuda_check.h"
 #include "dev_batch.cuh"
 #include "tbe_gpu.h"
+
+/* The device's multiprocessors (132 if it cannot be asked): grids are sized from it. */
+int gpu_sm_count();
+
+/* Device allocations of one run, freed together. */
+struct dev_arena {
+  std::vector<void *> ptrs;
+  ~dev_arena()
+  {
+    for (void *p : ptrs)
+      cudaFree(p);
+  }
+  tbe_status alloc(size_t bytes, void **p)
+  {
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+      return tbe_error(TBE_ENOMEM, "gpu", -1, "cudaMalloc of %zu bytes failed: %s", bytes,
+                       cudaGetErrorString(e));
+    ptrs.push_back(*p);
+    return tbe_ok();
+  }
+  tbe_status upload(const void *h, size_t bytes, void **p)
+  {
+    tbe_status st = alloc(bytes, p);
+    if (st.code == TBE_OK && bytes)
+      GPU_TRY(cudaMemcpy(*p, h, bytes, cudaMemcpyHostToDevice));
+    return st;
+  }
+};
 
 /* Reusable device scratch, one buffer per slot, grown on demand. */
 struct gpu_scratch {

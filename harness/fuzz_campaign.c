@@ -146,6 +146,10 @@ static void edge(draw *d)
     set(d, "bwd.threshold", "%d", (int)(1 + rnd(d, 300)));
     set(d, "bwd.chunk", "%d", (int)(1 + rnd(d, 300)));
     set(d, "bwd.combine", "%s", rnd(d, 2) ? "deterministic" : "atomic");
+    set(d, "bwd.long", "%s", rnd(d, 2) ? "accum" : "fused"); /* the GPU's variants */
+    set(d, "bwd.width", "%d", rnd(d, 2) ? 2 : 4);
+    if (rnd(d, 4) == 0)
+      set(d, "bwd.bucket", "0");
     if (rnd(d, 2)) {
       set(d, "wdtype", "%s", rnd(d, 2) ? "fp16" : "bf16");
       set(d, "sr", "1");
