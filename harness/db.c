@@ -175,6 +175,22 @@ static tbe_status db_validate(const char *path, int min_version, int *empty, int
  * did); in one transaction, with the views (views.sql). */
 static tbe_status db_prepare_all(db *d);
 
+/* Refuses (TBE_EINVAL) a database whose pages do not pass SQLite's quick_check: nothing may
+ * write into one (an upgrade of a corrupt file could not be rolled back cleanly). Reads only. */
+static tbe_status db_quick_check(db *d)
+{
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(d->h, "PRAGMA quick_check", -1, &st, NULL);
+  int ok = rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+           sqlite3_column_text(st, 0) && !strcmp((const char *)sqlite3_column_text(st, 0), "ok");
+  char first[160] = "";
+  if (!ok && rc == SQLITE_OK && sqlite3_column_text(st, 0))
+    snprintf(first, sizeof first, ": %s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return ok ? tbe_ok()
+            : tbe_error(TBE_EINVAL, "database", -1, "%s is corrupt (quick_check%s)", d->path, first);
+}
+
 /* Widens results.baseline's CHECK to take 'model' (schema 4), in place: SQLite cannot alter a
  * CHECK, and its documented procedure for loosening one (writable_schema, then a new
  * schema_version) leaves every stored row valid, since the old values are a subset. */
@@ -299,6 +315,7 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   if (exists && !S_ISREG(st.st_mode))
     return tbe_error(TBE_EINVAL, "database", -1, "%s is not a regular file", path);
   int fresh = !exists || (st.st_size == 0 && !db_file_exists(path, "-wal"));
+  const int has_pages = !fresh; /* a file SQLite may hold pages in: checked before any write */
   int64_t version = DB_SCHEMA_VERSION;
   if (!fresh) {
     tbe_status s = db_validate(path, mode == DB_WRITE ? 1 : DB_SCHEMA_VERSION, &fresh, &version);
@@ -331,6 +348,8 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   tbe_status s = rc == SQLITE_OK ? tbe_ok() : db_fail(path, d->h, rc, "cannot open");
   if (s.code == TBE_OK)
     sqlite3_busy_timeout(d->h, DB_BUSY_MS);
+  if (s.code == TBE_OK && mode == DB_WRITE && has_pages && (fresh || version < DB_SCHEMA_VERSION))
+    s = db_quick_check(d);
   if (s.code == TBE_OK && mode == DB_WRITE && !fresh) {
     /* before the switch to WAL writes the header: the tables must take our statements (a
      * read-only connection does not compile their CHECK constraints, so db_check cannot); an

@@ -1259,16 +1259,19 @@ static void eng_inject_fault(eng_run *r, const char *name, int64_t i, eng_case_r
     ((unsigned char *)o->data)[(size_t)i * tbe_dtype_size(o->dtype)] ^= 1;
 }
 
-/* Bytes the forward moves by declaration: every looked-up row, and the output. */
+/* Bytes the forward moves by declaration: every looked-up row, and the output. Counted in
+ * double and clamped: an imported batch's offsets may claim more rows than int64 counts. */
 static int64_t eng_forward_bytes(const tbe_batch *b, const tbe_layout *l)
 {
-  int64_t rows = 0, wsz = (int64_t)tbe_dtype_size(b->wdtype);
+  double rows = 0;
   for (int32_t t = 0; t < b->T; t++) {
     int64_t L = tbe_iget(b->offsets, b->itype, l->B_offsets[t + 1]) -
                 tbe_iget(b->offsets, b->itype, l->B_offsets[t]);
-    rows += L * b->D[b->feature_table_map[t]];
+    rows += (double)L * b->D[b->feature_table_map[t]];
   }
-  return rows * wsz + l->out_elems * (int64_t)tbe_dtype_size(b->out_dtype);
+  double bytes = rows * (double)tbe_dtype_size(b->wdtype) +
+                 (double)l->out_elems * (double)tbe_dtype_size(b->out_dtype);
+  return bytes < 0x1p62 ? (int64_t)bytes : INT64_C(1) << 62;
 }
 
 static void eng_add_perf(eng_case_result *res, eng_id e, const eng_run *run, int64_t bytes)
