@@ -9,15 +9,11 @@ into a sparse gradient, coalesce, and row-wise Adagrad in torch ops (m += mean(g
 tables (and, where one table is too big, of bags) under that; the times of the groups add up.
 Median of 5 CUDA-event timings after one warm-up.
 """
+import os
 import sys
 
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:  # the GPU host has both; elsewhere say so and stop
-    print(f"SKIP: {e}")
-    sys.exit(0)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_peer import F, np, torch, zipf_rows  # noqa: E402 (it SKIPs without torch)
 
 SHAPES = [  # name, T, B, E, D, L, zipf alpha (0 = uniform)
     ("F1", 32, 65536, 1_000_000, 128, 32, 0),
@@ -27,13 +23,6 @@ SHAPES = [  # name, T, B, E, D, L, zipf alpha (0 = uniform)
     ("PUB", 32, 131072, 94_000, 128, 20, 0.9),
 ]
 LIMIT = 2**31 - 1
-
-
-def zipf_rows(rng, alpha, E, n):
-    p = 1.0 / np.arange(1, E + 1, dtype=np.float64) ** alpha
-    cdf = np.cumsum(p)
-    cdf /= cdf[-1]
-    return np.minimum(np.searchsorted(cdf, rng.random(n)), E - 1)
 
 
 def group_ms(dev, rng, tables, E, D, bags, L, alpha):
