@@ -171,13 +171,6 @@ struct gpu_bwd {
   }
 };
 
-#define BWD_TRY(expr)                                                                    \
-  do {                                                                                   \
-    tbe_status bwd_try_st_ = (expr);                                                     \
-    if (bwd_try_st_.code != TBE_OK)                                                      \
-      return bwd_try_st_;                                                                \
-  } while (0)
-
 static tbe_status bwd_alloc(gpu_bwd *g, size_t n, size_t elem, void **p)
 {
   return g->arena.alloc(tbe_mul_size(n, elem), p);
@@ -223,7 +216,7 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     bits++;
   g->t.end_bit = bits;
   void *p;
-  BWD_TRY(bwd_alloc(g, rows_cumsum.size(), sizeof(int64_t), &p));
+  STATUS_TRY(bwd_alloc(g, rows_cumsum.size(), sizeof(int64_t), &p));
   GPU_TRY(cudaMemcpy(p, rows_cumsum.data(), sizeof(int64_t) * rows_cumsum.size(),
                      cudaMemcpyHostToDevice));
   w.rows_cumsum = (const int64_t *)p;
@@ -231,21 +224,21 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   /* the transpose */
   const size_t ksz = w.key64 ? 8 : 4;
   for (int i = 0; i < 2; i++) {
-    BWD_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.keys[i]));
-    BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.pos[i]));
+    STATUS_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.keys[i]));
+    STATUS_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.pos[i]));
   }
-  BWD_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.run_key));
-  BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_len));
-  BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_start));
+  STATUS_TRY(bwd_alloc(g, (size_t)N, ksz, &g->t.run_key));
+  STATUS_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_len));
+  STATUS_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&g->t.run_start));
   w.val_bag = h->pool != TBE_POOL_NONE && !h->per_sample_weights;
   w.B = h->R ? 0 : h->B;
   if (h->per_sample_weights)
-    BWD_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
+    STATUS_TRY(bwd_alloc(g, (size_t)N, 4, (void **)&w.bag_of_pos));
   if (w.key64)
-    BWD_TRY(gpu_transpose_bytes<uint64_t>(N, bits, &g->t.temp_bytes));
+    STATUS_TRY(gpu_transpose_bytes<uint64_t>(N, bits, &g->t.temp_bytes));
   else
-    BWD_TRY(gpu_transpose_bytes<uint32_t>(N, bits, &g->t.temp_bytes));
-  BWD_TRY(g->arena.alloc(g->t.temp_bytes, &g->t.temp));
+    STATUS_TRY(gpu_transpose_bytes<uint32_t>(N, bits, &g->t.temp_bytes));
+  STATUS_TRY(g->arena.alloc(g->t.temp_bytes, &g->t.temp));
 
   /* the run lists: bucket k holds at most min(N, rows of the tables in it) short runs */
   std::vector<int64_t> bucket_rows(BWD_BUCKETS, 0);
@@ -256,38 +249,38 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     g->short_cap[k] = std::min<int64_t>(N, bucket_rows[k]);
     w.short_base[k + 1] = w.short_base[k] + g->short_cap[k];
   }
-  BWD_TRY(bwd_alloc(g, (size_t)w.short_base[BWD_BUCKETS], sizeof(bwd_run), &p));
+  STATUS_TRY(bwd_alloc(g, (size_t)w.short_base[BWD_BUCKETS], sizeof(bwd_run), &p));
   w.shorts = (bwd_run *)p;
   w.long_cap = std::min<int64_t>(N / w.threshold, g->rows);
   w.chunk_cap = std::min<int64_t>(N, N / w.chunk + w.long_cap);
-  BWD_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(bwd_long), &p));
+  STATUS_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(bwd_long), &p));
   w.longs = (bwd_long *)p;
-  BWD_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(int32_t), &p));
+  STATUS_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(int32_t), &p));
   w.countdown = (int32_t *)p;
-  BWD_TRY(bwd_alloc(g, (size_t)w.chunk_cap, sizeof(bwd_chunk), &p));
+  STATUS_TRY(bwd_alloc(g, (size_t)w.chunk_cap, sizeof(bwd_chunk), &p));
   w.chunks = (bwd_chunk *)p;
-  BWD_TRY(bwd_alloc(g, tbe_mul_size((size_t)(w.atomic ? w.long_cap : w.chunk_cap),
+  STATUS_TRY(bwd_alloc(g, tbe_mul_size((size_t)(w.atomic ? w.long_cap : w.chunk_cap),
                                     (size_t)w.max_D), sizeof(float), &p));
   w.part = (float *)p;
-  BWD_TRY(g->arena.alloc(sizeof(bwd_counts), &p));
+  STATUS_TRY(g->arena.alloc(sizeof(bwd_counts), &p));
   w.counts = (bwd_counts *)p;
 
   /* inputs: grad_output, momentum, and the pristine weights every call starts from */
   const size_t out_bytes = tbe_mul_size((size_t)l->out_elems, tbe_dtype_size(h->out_dtype));
-  BWD_TRY(g->arena.alloc(out_bytes, &p));
+  STATUS_TRY(g->arena.alloc(out_bytes, &p));
   GPU_TRY(cudaMemcpy(p, grad_output, out_bytes, cudaMemcpyHostToDevice));
   w.grad = p;
   g->weight_bytes = tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables];
-  BWD_TRY(g->arena.alloc(g->weight_bytes, &g->pristine_weights));
+  STATUS_TRY(g->arena.alloc(g->weight_bytes, &g->pristine_weights));
   GPU_TRY(cudaMemcpy(g->pristine_weights, h->weights, g->weight_bytes, cudaMemcpyHostToDevice));
   if (momentum) {
-    BWD_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&g->pristine_momentum));
+    STATUS_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&g->pristine_momentum));
     GPU_TRY(cudaMemcpy(g->pristine_momentum, momentum, sizeof(float) * (size_t)g->rows,
                        cudaMemcpyHostToDevice));
-    BWD_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&w.momentum));
+    STATUS_TRY(bwd_alloc(g, (size_t)g->rows, sizeof(float), (void **)&w.momentum));
   }
   if (h->per_sample_weights)
-    BWD_TRY(bwd_alloc(g, (size_t)N, sizeof(float), (void **)&w.psw_grad));
+    STATUS_TRY(bwd_alloc(g, (size_t)N, sizeof(float), (void **)&w.psw_grad));
   for (cudaEvent_t &e : g->ev)
     GPU_TRY(cudaEventCreate(&e));
   return tbe_ok();
@@ -349,9 +342,9 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   GPU_TRY(cudaMemsetAsync(w.counts, 0, sizeof(bwd_counts), stream));
   if (w.b.N > 0) {
     if (w.key64)
-      BWD_TRY(gpu_transpose<uint64_t>(w, g->t, fatal_state, stream));
+      STATUS_TRY(gpu_transpose<uint64_t>(w, g->t, fatal_state, stream));
     else
-      BWD_TRY(gpu_transpose<uint32_t>(w, g->t, fatal_state, stream));
+      STATUS_TRY(gpu_transpose<uint32_t>(w, g->t, fatal_state, stream));
   }
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[1], stream));
@@ -376,10 +369,10 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
     GPU_TRY(cudaEventRecord(g->ev[3], stream));
   if (w.opt.kind != REF_OPT_NONE && w.b.N > 0) {
     for (int k = 0; k < BWD_BUCKETS; k++)
-      BWD_TRY(gpu_bwd_short(w, k, g->short_cap[k], stream));
+      STATUS_TRY(gpu_bwd_short(w, k, g->short_cap[k], stream));
     if (timed)
       GPU_TRY(cudaEventRecord(g->ev[4], stream));
-    BWD_TRY(gpu_bwd_long(w, g->fused, stream));
+    STATUS_TRY(gpu_bwd_long(w, g->fused, stream));
   } else if (timed) {
     GPU_TRY(cudaEventRecord(g->ev[4], stream));
   }
@@ -416,7 +409,7 @@ tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
 {
   memset(r, 0, sizeof *r);
   const dev_bwd &w = g->w;
-  BWD_TRY(gpu_bwd_stats_get(g, &r->stats));
+  STATUS_TRY(gpu_bwd_stats_get(g, &r->stats));
   r->weights = malloc(g->weight_bytes + 1);
   r->momentum = w.momentum ? (float *)malloc(sizeof(float) * (size_t)g->rows + 1) : nullptr;
   r->psw_grad = w.psw_grad ? (float *)malloc(sizeof(float) * (size_t)h->N + 1) : nullptr;

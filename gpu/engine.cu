@@ -25,13 +25,6 @@ const unsigned char POISON2 = 0x7B; /* the rerun's: 0x7B7B.. is finite in fp32, 
  * GPU's choice alone: it reports it in gpu_fwd_result.small_mask, which the harness reads. */
 const double SMALL_AUTO_L = 256;
 
-#define TRY(expr)                                                                        \
-  do {                                                                                   \
-    tbe_status try_st_ = (expr);                                                         \
-    if (try_st_.code != TBE_OK)                                                          \
-      return try_st_;                                                                    \
-  } while (0)
-
 } // namespace
 
 tbe_status gpu_scratch_get(gpu_scratch *s, int slot, size_t bytes, void **p)
@@ -116,7 +109,7 @@ static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode
  * gather launches. TBE_EINVAL for a configuration the kernels do not have. */
 static tbe_status plan_for(gpu_session *s, const gpu_fwd_config *cfg, const fwd_plan **out)
 {
-  TRY(gpu_forward_check_config(cfg));
+  STATUS_TRY(gpu_forward_check_config(cfg));
   const gpu_fwd_config c = cfg ? *cfg : gpu_fwd_config{};
   for (const fwd_plan &p : s->plans)
     if (same_cfg(p.cfg, c)) {
@@ -137,7 +130,7 @@ static tbe_status plan_for(gpu_session *s, const gpu_fwd_config *cfg, const fwd_
     p.small_features.push_back({s->l->B_offsets[t], s->l->B_offsets[t + 1] - s->l->B_offsets[t],
                                 h->table_offset[j], h->E[j], s->l->D_offsets[t], h->D[j]});
   }
-  TRY(gpu_fwd_plan_make(h, s->l, features.data(), (int)features.size(), &c, &p.gather));
+  STATUS_TRY(gpu_fwd_plan_make(h, s->l, features.data(), (int)features.size(), &c, &p.gather));
   s->plans.push_back(p);
   *out = &s->plans.back();
   return tbe_ok();
@@ -152,37 +145,37 @@ static tbe_status open_session(const tbe_batch *h, const tbe_layout *l, gpu_sess
   s->l = l;
   s->out_bytes = (size_t)l->out_elems * tbe_dtype_size(h->out_dtype);
   void *p;
-  TRY(arena.upload(h->weights, tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables],
+  STATUS_TRY(arena.upload(h->weights, tbe_dtype_size(h->wdtype) * (size_t)h->table_offset[h->num_tables],
                    &p));
   b.weights = p;
-  TRY(arena.upload(h->table_offset, sizeof(int64_t) * (size_t)(h->num_tables + 1), &p));
+  STATUS_TRY(arena.upload(h->table_offset, sizeof(int64_t) * (size_t)(h->num_tables + 1), &p));
   b.table_offset = (const int64_t *)p;
-  TRY(arena.upload(h->E, sizeof(int64_t) * (size_t)h->num_tables, &p));
+  STATUS_TRY(arena.upload(h->E, sizeof(int64_t) * (size_t)h->num_tables, &p));
   b.E = (const int64_t *)p;
-  TRY(arena.upload(h->D, sizeof(int32_t) * (size_t)h->num_tables, &p));
+  STATUS_TRY(arena.upload(h->D, sizeof(int32_t) * (size_t)h->num_tables, &p));
   b.D = (const int32_t *)p;
-  TRY(arena.upload(h->feature_table_map, sizeof(int32_t) * (size_t)h->T, &p));
+  STATUS_TRY(arena.upload(h->feature_table_map, sizeof(int32_t) * (size_t)h->T, &p));
   b.ftm = (const int32_t *)p;
-  TRY(arena.upload(l->B_offsets, sizeof(int64_t) * (size_t)(h->T + 1), &p));
+  STATUS_TRY(arena.upload(l->B_offsets, sizeof(int64_t) * (size_t)(h->T + 1), &p));
   b.B_offsets = (const int64_t *)p;
-  TRY(arena.upload(l->D_offsets, sizeof(int64_t) * (size_t)(h->T + 1), &p));
+  STATUS_TRY(arena.upload(l->D_offsets, sizeof(int64_t) * (size_t)(h->T + 1), &p));
   b.D_offsets = (const int64_t *)p;
   if (h->R && l->bag_out) {
-    TRY(arena.upload(l->bag_out, sizeof(int64_t) * (size_t)l->total_B, &p));
+    STATUS_TRY(arena.upload(l->bag_out, sizeof(int64_t) * (size_t)l->total_B, &p));
     b.bag_out = (const int64_t *)p;
   }
-  TRY(arena.upload(h->indices, isz * (size_t)h->N, &s->pristine_indices));
-  TRY(arena.upload(h->offsets, isz * (size_t)(l->total_B + 1), &s->pristine_offsets));
-  TRY(arena.alloc(isz * (size_t)h->N, &b.indices));
-  TRY(arena.alloc(isz * (size_t)(l->total_B + 1), &b.offsets));
+  STATUS_TRY(arena.upload(h->indices, isz * (size_t)h->N, &s->pristine_indices));
+  STATUS_TRY(arena.upload(h->offsets, isz * (size_t)(l->total_B + 1), &s->pristine_offsets));
+  STATUS_TRY(arena.alloc(isz * (size_t)h->N, &b.indices));
+  STATUS_TRY(arena.alloc(isz * (size_t)(l->total_B + 1), &b.offsets));
   if (h->per_sample_weights) {
-    TRY(arena.upload(h->per_sample_weights, sizeof(float) * (size_t)h->N, &s->pristine_psw));
+    STATUS_TRY(arena.upload(h->per_sample_weights, sizeof(float) * (size_t)h->N, &s->pristine_psw));
     b.psw = (const float *)s->pristine_psw;
   }
-  TRY(arena.alloc(s->out_bytes + 2 * GUARD, &s->guarded));
+  STATUS_TRY(arena.alloc(s->out_bytes + 2 * GUARD, &s->guarded));
   b.out = (char *)s->guarded + GUARD;
-  TRY(arena.alloc(sizeof(dev_bounds), (void **)&s->state));
-  TRY(arena.alloc(sizeof(dev_offender), (void **)&s->offender));
+  STATUS_TRY(arena.alloc(sizeof(dev_bounds), (void **)&s->state));
+  STATUS_TRY(arena.alloc(sizeof(dev_offender), (void **)&s->offender));
   s->poison = POISON;
   b.N = h->N;
   b.total_B = l->total_B;
@@ -236,22 +229,22 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
   GPU_TRY(cudaMemsetAsync(&s->state->first_bad_bag, 0xFF, 2 * sizeof(unsigned long long),
                           stream));
   if (s->bwd)
-    TRY(gpu_bwd_restore(s->bwd, stream));
+    STATUS_TRY(gpu_bwd_restore(s->bwd, stream));
   const int fused = p.cfg.fused_bounds && mode != TBE_BOUNDS_NONE;
   GPU_TRY(cudaEventRecord(s->ev[0], stream));
   if (mode != TBE_BOUNDS_NONE) {
-    TRY(gpu_bounds_offsets(b, s->state, mode, &s->scratch, stream));
+    STATUS_TRY(gpu_bounds_offsets(b, s->state, mode, &s->scratch, stream));
     if (!fused)
-      TRY(gpu_bounds_indices(b, s->state, mode, stream));
+      STATUS_TRY(gpu_bounds_indices(b, s->state, mode, stream));
   }
   if (!bounds_only) {
-    TRY(gpu_forward_gather(b, p.gather, fused, mode, s->state, stream));
-    TRY(gpu_forward_small(b, p.small_features.data(), (int)p.small_features.size(), fused, mode,
+    STATUS_TRY(gpu_forward_gather(b, p.gather, fused, mode, s->state, stream));
+    STATUS_TRY(gpu_forward_small(b, p.small_features.data(), (int)p.small_features.size(), fused, mode,
                           s->state, stream));
   }
   GPU_TRY(cudaEventRecord(s->ev[1], stream));
   if (mode == TBE_BOUNDS_FATAL) /* untimed: the offender named from the device's state */
-    TRY(gpu_bounds_offender(b, s->state, s->offender, stream));
+    STATUS_TRY(gpu_bounds_offender(b, s->state, s->offender, stream));
   s->mode = mode;
   s->last = &p;
   return tbe_ok();
@@ -261,8 +254,8 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
                                           const gpu_fwd_config *cfg, int bounds_only, float *ms)
 {
   const fwd_plan *p;
-  TRY(plan_for(s, cfg, &p));
-  TRY(enqueue_forward(s, mode, *p, bounds_only));
+  STATUS_TRY(plan_for(s, cfg, &p));
+  STATUS_TRY(enqueue_forward(s, mode, *p, bounds_only));
   GPU_TRY(cudaEventSynchronize(s->ev[1]));
   GPU_TRY(cudaEventElapsedTime(&s->ms, s->ev[0], s->ev[1]));
   if (ms)
@@ -290,7 +283,7 @@ extern "C" tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
   if (!s->bwd || !s->last)
     return tbe_error(TBE_EINVAL, "gpu", -1, "backward before gpu_session_backward_open or the "
                                             "forward");
-  TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
+  STATUS_TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
   gpu_bwd_stats local;
   return gpu_bwd_stats_get(s->bwd, st ? st : &local);
 }
@@ -307,11 +300,11 @@ extern "C" tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode,
                                           const gpu_fwd_config *cfg)
 {
   const fwd_plan *p;
-  TRY(plan_for(s, cfg, &p));
+  STATUS_TRY(plan_for(s, cfg, &p));
   /* one plain call first: scratch buffers grow outside the capture */
-  TRY(enqueue_forward(s, mode, *p, 0));
+  STATUS_TRY(enqueue_forward(s, mode, *p, 0));
   if (s->bwd)
-    TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 0, s->stream));
+    STATUS_TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 0, s->stream));
   GPU_TRY(cudaStreamSynchronize(s->stream));
   cudaGraph_t graph;
   GPU_TRY(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
@@ -518,8 +511,8 @@ extern "C" tbe_status gpu_copy_ceiling(size_t bytes, int reps, double *gbps)
 {
   dev_arena arena;
   void *src, *dst;
-  TRY(arena.alloc(bytes, &src));
-  TRY(arena.alloc(bytes, &dst));
+  STATUS_TRY(arena.alloc(bytes, &src));
+  STATUS_TRY(arena.alloc(bytes, &dst));
   GPU_TRY(cudaMemset(src, 1, bytes));
   cudaEvent_t ev[2];
   GPU_TRY(cudaEventCreate(&ev[0]));

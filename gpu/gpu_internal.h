@@ -12,6 +12,15 @@
 #include "dev_batch.cuh"
 #include "tbe_gpu.h"
 
+/* Returns the status of expr from the calling function when it is not TBE_OK (GPU_TRY, in
+ * cuda_check.h, is the one macro for CUDA's own errors). */
+#define STATUS_TRY(expr)                                                                 \
+  do {                                                                                   \
+    tbe_status status_try_st_ = (expr);                                                  \
+    if (status_try_st_.code != TBE_OK)                                                   \
+      return status_try_st_;                                                             \
+  } while (0)
+
 /* The device's multiprocessors (132 if it cannot be asked): grids are sized from it. */
 int gpu_sm_count();
 
