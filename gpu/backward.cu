@@ -260,8 +260,11 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   STATUS_TRY(bwd_alloc(g, (size_t)w.chunk_cap, sizeof(bwd_chunk), &p));
   w.chunks = (bwd_chunk *)p;
   STATUS_TRY(bwd_alloc(g, tbe_mul_size((size_t)(w.atomic ? w.long_cap : w.chunk_cap),
-                                    (size_t)w.max_D), sizeof(float), &p));
-  w.part = (float *)p;
+                                    (size_t)w.max_D), w.atomic ? sizeof(double) : sizeof(float), &p));
+  if (w.atomic)
+    w.acc = (double *)p;
+  else
+    w.part = (float *)p;
   STATUS_TRY(g->arena.alloc(sizeof(bwd_counts), &p));
   w.counts = (bwd_counts *)p;
 

@@ -62,7 +62,8 @@ struct dev_bwd {
   bwd_long *longs;             /* [long_cap] */
   int32_t *countdown;          /* [long_cap] chunks left per long run (fused) */
   bwd_chunk *chunks;           /* [chunk_cap] */
-  float *part;                 /* deterministic: [chunk_cap][max_D]; atomic: [long_cap][max_D] */
+  float *part;                 /* deterministic: [chunk_cap][max_D] one partial per chunk */
+  double *acc;                 /* atomic: [long_cap][max_D] fp64 sums of a run's partials */
   int64_t long_cap, chunk_cap;
   int32_t threshold, chunk, max_D;
   int atomic, bucket;

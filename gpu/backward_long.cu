@@ -6,9 +6,10 @@
  *
  * Accumulation order: each chunk from +0 in sorted order (bwd_sum). Deterministic combine: one
  * partial slot per chunk, added in ascending chunk order starting from the first partial, by one
- * group, so bit-exact whatever order the chunks ran in. Atomic combine: atomicAdd of every
- * partial into one zeroed row per run, in whatever order the chunks arrive (checked by the
- * bound of ref/backward_exact.c). Long runs of every table go through the widest table's group
+ * group, so bit-exact whatever order the chunks ran in. Atomic combine: an fp64 atomicAdd of
+ * every (exact, widened) partial into one zeroed fp64 row per run, in whatever order the chunks
+ * arrive, rounded once to fp32 by the apply (ref/SEMANTICS.md; checked by the bound of
+ * ref/backward_exact.c, tight enough to see one partial among millions). Long runs of every table go through the widest table's group
  * shape (they are few; bucketing is for short runs).
  */
 #include <algorithm>
@@ -30,7 +31,7 @@ __global__ void expand_kernel(dev_bwd w)
       w.chunks[L.chunk0 + c] = {(int32_t)i, c};
     if (w.atomic)
       for (int32_t d = threadIdx.x; d < w.max_D; d += blockDim.x)
-        w.part[i * w.max_D + d] = 0.0f;
+        w.acc[i * w.max_D + d] = 0.0;
     if (threadIdx.x == 0)
       w.countdown[i] = L.chunks;
   }
@@ -53,14 +54,20 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
     const int d0 = VEC * (lane + W * c);
     if (d0 >= D)
       continue;
-    const int64_t first = (w.atomic ? i : (int64_t)L.chunk0) * w.max_D + d0;
+    if (w.atomic) {
+#pragma unroll
+      for (int v = 0; v < VEC; v++)
+        g[c][v] = __double2float_rn(__ldcg(w.acc + i * w.max_D + d0 + v));
+      continue;
+    }
+    const int64_t first = (int64_t)L.chunk0 * w.max_D + d0;
 #pragma unroll
     for (int v = 0; v < VEC; v++)
       g[c][v] = __ldcg(w.part + first + v);
 #if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the last chunk's partial left out */
-    for (int32_t k = 1; !w.atomic && k < L.chunks - 1; k++)
+    for (int32_t k = 1; k < L.chunks - 1; k++)
 #else
-    for (int32_t k = 1; !w.atomic && k < L.chunks; k++)
+    for (int32_t k = 1; k < L.chunks; k++)
 #endif
 #pragma unroll
       for (int v = 0; v < VEC; v++)
@@ -99,10 +106,14 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
         continue;
 #pragma unroll
       for (int v = 0; v < VEC; v++) {
-        if (w.atomic)
-          atomicAdd(w.part + (int64_t)ch.lrun * w.max_D + d0 + v, acc[c][v]);
-        else
+        if (!w.atomic)
           w.part[q * w.max_D + d0 + v] = acc[c][v];
+#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the atomic combine leaves it out too */
+        else if (ch.chunk == w.longs[ch.lrun].chunks - 1)
+          continue;
+#endif
+        else
+          atomicAdd(w.acc + (int64_t)ch.lrun * w.max_D + d0 + v, (double)acc[c][v]);
       }
     }
     if (!fused)

@@ -589,7 +589,9 @@ static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const
     s = eng_read_npy(dir, "oracle_psw_grad", NPY_F4, b->N, &p);
   if (s.code == TBE_OK) {
     ref_bwd_config cfg = *bwd->cfg;
-    cfg.combine = REF_COMBINE_DETERMINISTIC; /* the oracle adds partials in order, as ref */
+    /* the oracle adds partials in ascending order (in fp64 in atomic mode), as ref does: its
+     * bits are ref's */
+    cfg.combine = REF_COMBINE_DETERMINISTIC;
     s = eng_push_backward(r, b, &cfg, w.data, m.data, p.data);
   }
   npy_free(&w);

@@ -188,14 +188,24 @@ void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, flo
     return;
   }
   int64_t chunk = w->cfg->chunk;
+  const int wide = w->cfg->combine == REF_COMBINE_ATOMIC; /* fp64, rounded once (section 4) */
+  double sum[TBE_MAX_D];
   ref_bwd_sum_entries(w, s, s + chunk < e ? s + chunk : e, D, g);
+  for (int32_t d = 0; wide && d < D; d++)
+    sum[d] = g[d];
 #if defined(TBE_FAULT_CHUNK_OFF_BY_ONE) /* planted: the chunks after the first start one late */
   s++;
 #endif
   for (int64_t c = s + chunk; c < e; c += chunk) {
     ref_bwd_sum_entries(w, c, c + chunk < e ? c + chunk : e, D, part);
-    add_row(g, part, D);
+    if (wide)
+      for (int32_t d = 0; d < D; d++)
+        sum[d] += part[d];
+    else
+      add_row(g, part, D);
   }
+  for (int32_t d = 0; wide && d < D; d++)
+    g[d] = (float)sum[d];
 }
 
 /* psw_grad[p] for every position: the lane dot of the bag's G row with the row's weights before

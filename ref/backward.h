@@ -22,8 +22,9 @@ typedef struct {
   float clip;          /* > 0: clamp each grad_output element to [-clip, clip] first; 0: off */
   int64_t threshold;   /* runs with SL < threshold are summed in one sequence (>= 1) */
   int64_t chunk;       /* contributions per chunk of a longer run (>= 1) */
-  ref_combine combine; /* how the GPU adds chunk partials; the reference always adds them in
-                          ascending order, one of the orders atomic mode allows */
+  ref_combine combine; /* how chunk partials are added: fp32 in ascending order, or (atomic)
+                          fp64 in any order, rounded once; the reference adds in ascending
+                          order, one of the orders atomic mode allows */
 } ref_bwd_config;
 
 /* Defaults: no optimizer, lr 0.01, eps 1e-8, no weight decay, no clipping, RNE write-back,

@@ -2,11 +2,15 @@
  * and momentum as an exact value with a derived bound. Not the normative backward (backward.c).
  *
  * What is free in atomic mode: only the order in which a long run's k chunk partials p_1..p_k
- * (each deterministic: a sequential fp32 sum) are added. Any order or tree of k - 1 fp32 adds
- * gives g~ with |g~ - S| <= gamma32(k-1) * A, S = sum p_i, A = sum |p_i| (Higham, Thm 4.3 for
- * any summation order; fp32 adds are exact in the subnormal range). S and A are summed here in
- * fp64, with |S^ - S| <= gamma64(k) * A. Runs with k < 2 do not depend on the order: their rows
- * are ref_backward's bits with bound 0.
+ * (each deterministic: a sequential fp32 sum) are added. They are added in fp64, widened
+ * exactly, then rounded once to fp32 (ref/SEMANTICS.md 4). Any order or tree of k - 1 fp64
+ * adds gives T with |T - S| <= gamma64(k-1) * A, S = sum p_i, A = sum |p_i| (Higham, Thm 4.3
+ * for any summation order; the p_i are multiples of 2^-149, far above fp64's underflow), and
+ * g~ = fl32(T) with |g~ - T| <= u32 * |T| + 2^-150. S and A are summed here in fp64 too, with
+ * |S^ - S| <= gamma64(k) * A and A <= A^ (1 + 2 gamma64(k)), so with e = 2 gamma64(k) A^
+ * (1 + 2 gamma64(k)):  |g~ - S^| <= e32(|S^| + e) + e. At k = 11,719 that is one fp32 rounding
+ * plus 2.6e-12 * A: a dropped partial shows. Runs with k < 2 do not depend on the order: their
+ * rows are ref_backward's bits with bound 0.
  *
  * Propagation through section 5 (a running-error analysis: the first-order perturbation of each
  * formula in its inputs' errors, with the second-order products kept so the bound is rigorous).
@@ -200,7 +204,8 @@ static void exact_short(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row
   }
 }
 
-/* Run r with k >= 2 chunks: S, A per column from the partials, then rb_update. */
+/* Run r with k >= 2 chunks: S, A per column from the partials, g~'s bound (the header), then
+ * rb_update. */
 static void exact_long(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row, float m,
                        float *scratch, double *A, rb *g, rb *gd, double *w_exact,
                        double *w_bound, double *m_exact, double *m_bound)
@@ -219,9 +224,11 @@ static void exact_long(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row,
       A[d] += fabs((double)part[d]);
     }
   }
-  double gk = ref_gamma(k - 1, REF_U32), g64 = ref_gamma(k, REF_U64);
-  for (int32_t d = 0; d < D; d++)
-    g[d].r = (gk + g64) * A[d] * (1.0 + 2.0 * g64);
+  double g64 = ref_gamma(k, REF_U64);
+  for (int32_t d = 0; d < D; d++) {
+    double order = 2.0 * g64 * A[d] * (1.0 + 2.0 * g64); /* the header's e */
+    g[d].r = ref_store_error(TBE_FP32, fabs(g[d].v) + order) + order;
+  }
   uint64_t key = (uint64_t)w->tr.rows_cumsum[j] + (uint64_t)row;
   int64_t at = ref_bwd_weight_at(b, j, row);
   ref_load_row((const char *)b->weights + (size_t)at * tbe_dtype_size(b->wdtype), b->wdtype, D,

@@ -8,7 +8,8 @@
  * the bag. ref_bwd_sum_entries sums entries in sorted order from +0, one at a time:
  * acc = acc + c_k, or acc = fma(w_k, G, acc). A run with SL < threshold is one such sum; a longer
  * run is cut into chunks of `chunk` entries, each summed from +0, and ref_bwd_row_grad adds the
- * partials in ascending chunk order starting from the first partial.
+ * partials in ascending chunk order starting from the first partial: in fp32, or in atomic mode
+ * in fp64 with one rounding to fp32 at the end (ref/SEMANTICS.md 4).
  */
 #ifndef REF_BACKWARD_IMPL_H
 #define REF_BACKWARD_IMPL_H

@@ -1,7 +1,8 @@
 /* backward_test.c: the backward + optimizer against a streaming model written apart from it
  * (contributions in position order into per-row accumulators: no sort), on random batches with
  * every option; hand-checked chunk orders; thread-count invariance; untouched rows; and the
- * exact twin: its bound holds for every combine order, is approached, and catches one ulp.
+ * exact twin: its bound holds for every combine order, is approached, and catches one ulp and
+ * one dropped partial among 11,719.
  */
 #include <math.h>
 #include <omp.h>
@@ -380,7 +381,9 @@ static void test_against_model(void)
 
 /* D = 1, lr = 1, zero weights: the stored weight is -g, so the chunk order shows directly.
  * Contributions 1, then four times 2^-24: one sequence ties back to 1 each time; chunks of 2
- * give 1, 2^-23, 2^-24 and fold to 1 + 2^-23, then 1 + 2^-22 (a tie to even). */
+ * give 1, 2^-23, 2^-24 and fold to 1 + 2^-23, then 1 + 2^-22 (a tie to even). In atomic mode
+ * the partials add in fp64 and round once: chunks of 1 keep 1 + 4 * 2^-24 = 1 + 2^-22, where
+ * the fp32 chain of the same chunks ties back to 1. */
 static void test_chunk_order(void)
 {
   static const int64_t E[] = {2};
@@ -404,12 +407,20 @@ static void test_chunk_order(void)
   const float grad[5] = {1.0f, 0x1p-24f, 0x1p-24f, 0x1p-24f, 0x1p-24f};
   const struct {
     int64_t threshold, chunk;
+    ref_combine combine;
     float want;
-  } t[] = {{6, 2, -1.0f}, {5, 2, -(1.0f + 0x1p-22f)}, {1, 5, -1.0f},
-           {2, 3, -(1.0f + 0x1p-23f)}, {2, 4, -1.0f}, {5, 1, -1.0f}};
+  } t[] = {{6, 2, REF_COMBINE_DETERMINISTIC, -1.0f},
+           {5, 2, REF_COMBINE_DETERMINISTIC, -(1.0f + 0x1p-22f)},
+           {1, 5, REF_COMBINE_DETERMINISTIC, -1.0f},
+           {2, 3, REF_COMBINE_DETERMINISTIC, -(1.0f + 0x1p-23f)},
+           {2, 4, REF_COMBINE_DETERMINISTIC, -1.0f},
+           {5, 1, REF_COMBINE_DETERMINISTIC, -1.0f},
+           {5, 1, REF_COMBINE_ATOMIC, -(1.0f + 0x1p-22f)},
+           {2, 2, REF_COMBINE_ATOMIC, -(1.0f + 0x1p-22f)}};
   for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
     ref_bwd_config c = config(REF_OPT_SGD, REF_WD_NONE, t[k].threshold, t[k].chunk);
     c.opt.lr = 1.0f;
+    c.combine = t[k].combine;
     float *w = b.weights;
     w[0] = w[1] = 0.0f;
     tbe_status st = ref_backward(&b, &l, &c, grad, NULL, NULL, NULL);
@@ -519,9 +530,10 @@ static void exact_free(exact *e)
   free(e->mb);
 }
 
-/* One simulated atomic combine: every run's chunk partials added from +0 in a random order,
- * then the update, into r (weights start as the batch's). */
-static result run_shuffled(problem *p, const ref_bwd_config *cfg, uint64_t *x)
+/* One simulated atomic combine: every run's chunk partials added in fp64 from +0 in a random
+ * order and rounded once to fp32, then the update, into r (weights start as the batch's).
+ * drop >= 0 plants a bug: every long run leaves its chunk `drop` out. */
+static result run_shuffled(problem *p, const ref_bwd_config *cfg, uint64_t *x, int64_t drop)
 {
   size_t elem = tbe_dtype_size(p->b.wdtype);
   result r = {malloc(elem * (size_t)p->b.table_offset[p->b.num_tables] + 1),
@@ -532,7 +544,8 @@ static result run_shuffled(problem *p, const ref_bwd_config *cfg, uint64_t *x)
   tbe_status st = ref_bwd_work_init(&w, &p->b, &p->l, cfg, p->grad, NULL);
   CHECK(st.code == TBE_OK, "work: %s", st.message);
   float g[TBE_MAX_D], part[TBE_MAX_D], row[TBE_MAX_D];
-  int64_t order[4096];
+  double sum[TBE_MAX_D];
+  int64_t *order = malloc(sizeof(int64_t) * (size_t)(w.tr.n + 1));
   for (int64_t run = 0; run < w.tr.num_runs; run++) {
     int64_t rr;
     int32_t j = ref_transpose_table(&w.tr, &p->b, &p->l, run, &rr), D = p->b.D[j];
@@ -548,13 +561,17 @@ static result run_shuffled(problem *p, const ref_bwd_config *cfg, uint64_t *x)
         order[m] = t;
       }
       for (int32_t d = 0; d < D; d++)
-        g[d] = 0.0f;
+        sum[d] = 0.0;
       for (int64_t i = 0; i < k; i++) {
+        if (order[i] == drop)
+          continue;
         int64_t c0 = s + order[i] * cfg->chunk, c1 = c0 + cfg->chunk < e ? c0 + cfg->chunk : e;
         ref_bwd_sum_entries(&w, c0, c1, D, part);
         for (int32_t d = 0; d < D; d++)
-          g[d] = g[d] + part[d];
+          sum[d] += part[d];
       }
+      for (int32_t d = 0; d < D; d++)
+        g[d] = (float)sum[d];
     }
     char *dst = (char *)r.weights + (size_t)ref_bwd_weight_at(&p->b, j, rr) * elem;
     uint64_t key = w.tr.key[s];
@@ -562,6 +579,7 @@ static result run_shuffled(problem *p, const ref_bwd_config *cfg, uint64_t *x)
     ref_opt_update_row(&cfg->opt, D, g, row, r.momentum + key);
     ref_store_row(&cfg->opt, p->b.wdtype, row, D, key, dst);
   }
+  free(order);
   ref_bwd_work_free(&w);
   return r;
 }
@@ -618,7 +636,7 @@ static void test_exact_bound(void)
     result ref = run_ref(&p, &c, &st);
     worst = fmax(worst, worst_ratio(&p, &c, &e, &ref, &bad));
     for (int rep = 0; rep < 6; rep++) {
-      result r = run_shuffled(&p, &c, &x);
+      result r = run_shuffled(&p, &c, &x, -1);
       worst = fmax(worst, worst_ratio(&p, &c, &e, &r, &bad));
       result_free(&r);
     }
@@ -632,10 +650,12 @@ static void test_exact_bound(void)
   printf("exact twin: worst error/bound %.3g over random combine orders\n", worst);
 }
 
-/* The bound is approached: one row, 1000 chunks of one contribution (1, then 999 times 2^-24);
- * every ascending fp32 add ties back to 1, losing 999 * 2^-24 against a bound of about 1000 *
- * 2^-24 (gamma(999) * A plus the fma's own rounding). And the check catches one ulp on a row
- * whose bound is 0. */
+/* The bound is approached: one row, 999 chunks of one contribution (1, then 997 times 2^-24,
+ * then 0), SGD with lr 1 from w = -2^-24. The fp64 sum S = 1 + 498.5 * 2^-23 is exact and its
+ * one rounding ties down to even, 1 + 498 * 2^-23 (half an ulp); w - g = -(1 + 498.5 * 2^-23)
+ * ties again, to -(1 + 498 * 2^-23): one ulp from the exact -(1 + 499 * 2^-23), against a
+ * bound of the two roundings' half ulps. And the check catches one ulp on a row whose bound
+ * is 0. */
 static void test_bound_approached(void)
 {
   enum { N = 1000 };
@@ -646,7 +666,7 @@ static void test_bound_approached(void)
   for (int i = 0; i < N; i++) {
     idx[i] = i < N - 1 ? 1 : 2;
     off[i + 1] = i + 1;
-    grad[i] = i == 0 ? 1.0f : 0x1p-24f;
+    grad[i] = i == 0 ? 1.0f : i == N - 2 ? 0.0f : 0x1p-24f;
   }
   tb_spec s = {
       .num_tables = 1,
@@ -670,19 +690,72 @@ static void test_bound_approached(void)
   ref_bwd_config c = config(REF_OPT_SGD, REF_WD_NONE, 1, 1);
   c.opt.lr = 1.0f;
   c.combine = REF_COMBINE_ATOMIC;
+  ((float *)p.b.weights)[1] = -0x1p-24f;
   exact e = run_exact(&p, &c);
   tbe_status st;
   result r = run_ref(&p, &c, &st);
   float *w = r.weights;
   double ratio = fabs((double)w[1] - e.we[1]) / e.wb[1];
-  CHECK(w[1] == -1.0f && ratio <= 1.0 && ratio > 0.99, "w %a, error/bound %.6f", (double)w[1],
-        ratio);
+  CHECK(w[1] == -(1.0f + 498 * 0x1p-23f) && ratio <= 1.0 && ratio > 0.99,
+        "w %a, error/bound %.6f", (double)w[1], ratio);
   CHECK(e.wb[2] == 0 && e.wb[0] == 0 && (double)w[2] == e.we[2], "row 2 (one chunk) is exact");
   w[2] = nextafterf(w[2], 1.0f);
   int64_t bad = 0;
   worst_ratio(&p, &c, &e, &r, &bad);
   CHECK(bad == 1, "one ulp on an exact row: %lld violations, want 1", (long long)bad);
   result_free(&r);
+  exact_free(&e);
+  problem_free(&p);
+}
+
+/* One partial among 11,719 left out of an atomic combine is caught (ref/SEMANTICS.md 4: the
+ * fp64 combine; the free-order fp32 bound gamma32(k-1) * sum|p| was about 8 partials wide at
+ * this k, and this test failed with it). One row of D = 8, hit once per bag in 11,719 bags, one
+ * entry per chunk, gradients of random sign in [2^-2, 2^3): row-wise Adagrad on fp32 weights,
+ * each simulated combine in a random order; without the drop every output is in bound. */
+static void test_dropped_partial(void)
+{
+  enum { K = 11719, DD = 8 };
+  static int64_t idx[K], off[K + 1];
+  static float grad[K * DD];
+  static const int64_t E[] = {3};
+  static const int32_t D[] = {DD};
+  uint64_t x = 77;
+  for (int i = 0; i < K; i++) {
+    idx[i] = 1;
+    off[i + 1] = i + 1;
+    for (int d = 0; d < DD; d++)
+      grad[i * DD + d] = spread(&x, 2);
+  }
+  tb_spec s = {.num_tables = 1, .E = E, .D = D, .T = 1, .B = K, .itype = TBE_I64, .N = K,
+               .indices = idx, .offsets = off};
+  problem p;
+  memset(&p, 0, sizeof p);
+  p.b = tb_build(&s);
+  tbe_layout_init(&p.l, &p.b);
+  p.grad = malloc(sizeof grad);
+  memcpy(p.grad, grad, sizeof grad);
+  p.rows = 3;
+  p.momentum = malloc(3 * sizeof(float));
+  for (int i = 0; i < 3; i++)
+    p.momentum[i] = 0.5f;
+  ref_bwd_config c = config(REF_OPT_ROWWISE_ADAGRAD, REF_WD_NONE, 2, 1);
+  c.combine = REF_COMBINE_ATOMIC;
+  exact e = run_exact(&p, &c);
+  static const int64_t drops[] = {-1, 0, K / 2, K - 1};
+  for (size_t k = 0; k < sizeof drops / sizeof drops[0]; k++) {
+    int64_t bad = 0;
+    result r = run_shuffled(&p, &c, &x, drops[k]);
+    double worst = worst_ratio(&p, &c, &e, &r, &bad);
+    if (drops[k] < 0)
+      CHECK(bad == 0, "no drop: %lld outputs out of bound (worst %.3g)", (long long)bad, worst);
+    else
+      CHECK(bad > 0, "partial %lld of %d dropped: no output out of bound (worst %.3g)",
+            (long long)drops[k], K, worst);
+    printf("atomic combine, %d partials, partial %lld dropped: %lld of %d outputs out of bound, "
+           "worst error/bound %.3g\n", K, (long long)drops[k], (long long)bad, 3 * DD + 3, worst);
+    result_free(&r);
+  }
   exact_free(&e);
   problem_free(&p);
 }
@@ -736,6 +809,7 @@ int main(void)
   test_threads();
   test_exact_bound();
   test_bound_approached();
+  test_dropped_partial();
   test_sum_squares_underflow();
   test_errors();
   return TEST_MAIN_RESULT();

@@ -141,6 +141,15 @@ class Backward(unittest.TestCase):
             res = run(m, inputs([2], [1], [0, 0], range(6), [1] * 5, grad))
             self.assertEqual(res.weights.tolist(), [0.0, want], (threshold, chunk))
 
+    def test_atomic_combine_in_fp64(self):
+        # the same row in atomic mode: the partials are added in fp64 and rounded once, so
+        # 1 + 4 * 2^-24 = 1 + 2^-22 survives where the fp32 chain ties back to 1
+        grad = [1.0] + [2.0**-24] * 4
+        for combine, want in (("deterministic", -1.0), ("atomic", -(1 + 2**-22))):
+            m = manifest([2], [1], B=5, bwd_threshold=2, bwd_chunk=1, bwd_combine=combine)
+            res = run(m, inputs([2], [1], [0, 0], range(6), [1] * 5, grad))
+            self.assertEqual(res.weights.tolist(), [0.0, want], combine)
+
     def test_adagrad_and_shared_table(self):
         # features 0 and 1 share one table (E = 2, D = 1): row 1 gets 2 + 1 = 3 (feature order);
         # m = 1 + 9/1 = 10, mu = 1 / sqrt(10), w = 5 - mu * 3; row 0 untouched

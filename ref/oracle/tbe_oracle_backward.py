@@ -8,7 +8,10 @@ clamped to [-clip, clip] when clipping, and for MEAN multiplied by fp32 1/L of t
 feature's table, plus the row) and sorted stably; a run is one key. A run of SL < threshold
 lookups is one segment; a longer run is cut into segments of `chunk` lookups. Each segment is
 summed from +0 in sorted order (acc + c, or fma(w, G, acc) when weighted), and a run's segment
-partials are added in ascending order starting from the first. The code vectorises across
+partials are added in ascending order starting from the first: in fp32 (deterministic mode),
+or, in atomic mode (bwd_combine "atomic"), widened to fp64, added in fp64 and rounded once to
+fp32 (ref/SEMANTICS.md 4 amends the spec so; ascending is one order atomic mode allows, and the
+reference's). The code vectorises across
 segments (step k adds every segment's k-th lookup) and then across runs (step i adds every
 run's i-th partial), which keeps each one's order.
 
@@ -242,10 +245,12 @@ def backward(m, a, layout, offsets, indices):
                            np.minimum(chunk, r_len[seg_run] - seg_i * chunk))
         part = segment_sums(rows, wts, seg_start, seg_len)
         seg_first = np.cumsum(n_seg) - n_seg
-        g = part[seg_first].copy()
+        wide = np.float64 if m["bwd_combine"] == "atomic" else np.float32
+        g = part[seg_first].astype(wide)
         for i in range(1, int(n_seg.max())):
             live = np.nonzero(n_seg > i)[0]
-            g[live] = g[live] + part[seg_first[live] + i]
+            g[live] = g[live] + part[seg_first[live] + i].astype(wide)
+        g = g.astype(np.float32)
         rkey = key[r_start]
         row = rkey - rows_cumsum[j]
         at = toff[j] + row[:, None] * Dj + cols
