@@ -171,38 +171,41 @@ __device__ __forceinline__ void bwd_load_g(const dev_bwd &w, int64_t e, float sc
 
 /* acc = the sum from +0 of sorted entries [s, e) of a run of a table of width D, in order, per
  * column. A group of W lanes calls it together: it loads W entries' sources at once
- * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. */
+ * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. The walk
+ * takes `span` >= e - s steps, the same for every lane in `mask` (the steps past e add
+ * nothing), so the groups of a warp can step together and shuffle with a constant mask. */
 template <int W, int CPL, int VEC, int U>
-__device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int32_t D,
-                                        float (&acc)[CPL][VEC], int lane, unsigned mask)
+__device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int64_t span,
+                                        int32_t D, float (&acc)[CPL][VEC], int lane,
+                                        unsigned mask)
 {
 #pragma unroll
   for (int c = 0; c < CPL; c++)
 #pragma unroll
     for (int v = 0; v < VEC; v++)
       acc[c][v] = 0.0f;
-  const bool weighted = w.b.psw != nullptr;
-  for (int64_t k0 = s; k0 < e; k0 += W) {
+  const bool weighted = w.b.psw != nullptr, mean = w.b.pool == TBE_POOL_MEAN;
+  for (int64_t k0 = s; k0 < s + span; k0 += W) {
     bwd_src mine = {0, 1.0f, 0.0f};
     if (k0 + lane < e)
       mine = bwd_entry(w, k0 + lane, D);
-    const int n = (int)min((int64_t)W, e - k0);
+    const int n = (int)min((int64_t)W, s + span - k0), here = (int)min((int64_t)W, e - k0);
     for (int i = 0; i < n; i += U) {
       float x[U][CPL][VEC], pw[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int src = i + u < n ? i + u : i;
         const int64_t r = __shfl_sync(mask, mine.row, src, W);
-        const float sc = __shfl_sync(mask, mine.scale, src, W);
-        pw[u] = __shfl_sync(mask, mine.pw, src, W);
+        const float sc = mean ? __shfl_sync(mask, mine.scale, src, W) : 1.0f;
+        pw[u] = weighted ? __shfl_sync(mask, mine.pw, src, W) : 0.0f;
 #pragma unroll
         for (int c = 0; c < CPL; c++)
-          if (VEC * (lane + W * c) < D && i + u < n)
+          if (VEC * (lane + W * c) < D && i + u < here)
             bwd_load_g<VEC>(w, r + VEC * (lane + W * c), sc, x[u][c]);
       }
 #pragma unroll
       for (int u = 0; u < U; u++)
-        if (i + u < n)
+        if (i + u < here)
 #pragma unroll
           for (int c = 0; c < CPL; c++)
 #pragma unroll

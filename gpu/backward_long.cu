@@ -73,7 +73,8 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
       for (int v = 0; v < VEC; v++)
         g[c][v] = __fadd_rn(g[c][v], __ldcg(w.part + (int64_t)(L.chunk0 + k) * w.max_D + d0 + v));
   }
-  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask);
+  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask,
+                              true);
 }
 
 template <int W, int CPL, int VEC, int U>
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     const int64_t s = (int64_t)r.start + (int64_t)ch.chunk * w.chunk;
     const int64_t e = min((int64_t)r.start + r.len, s + (int64_t)w.chunk);
     float acc[CPL][VEC];
-    bwd_sum<W, CPL, VEC, U>(w, s, e, D, acc, lane, mask);
+    bwd_sum<W, CPL, VEC, U>(w, s, e, e - s, D, acc, lane, mask);
 #if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
     int early = 0;
     if (fused && lane == 0)

@@ -18,30 +18,38 @@ namespace {
 
 const int BLOCK = 128;
 
+/* The groups of a warp step together: the warp runs while its first group has a run, and
+ * each run is walked for the warp's longest (bwd_sum's span), so every shuffle and warp sync
+ * has the constant full mask (a per-group mask makes the compiler wrap each one in a
+ * convergence loop). */
 template <int W, int CPL, int VEC, int U>
 __global__ void __launch_bounds__(BLOCK) short_kernel(dev_bwd w, int k)
 {
   __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
   const int lane = threadIdx.x % W;
-  const unsigned mask = bwd_group_mask<W>();
+  const unsigned full = 0xffffffffu;
   float *x = rows[threadIdx.x / W];
   const int64_t n = w.counts->shorts[k];
   const bwd_run *list = w.shorts + w.short_base[k];
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
+  const int64_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
   bwd_run next = i < n ? list[i] : bwd_run{};
-  for (; i < n; i += groups) {
+  for (; i - lag < n; i += groups) {
+    const bool live = i < n;
     const bwd_run r = next; /* the next run's descriptor loads while this one runs */
     if (i + groups < n)
       next = list[i + groups];
     const int32_t D = w.b.D[r.table];
     const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
     float *m = w.momentum ? w.momentum + r.key : nullptr;
-    dev_row<W, CPL, VEC> wr;
-    dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
     float g[CPL][VEC];
-    bwd_sum<W, CPL, VEC, U>(w, r.start, (int64_t)r.start + r.len, D, g, lane, mask);
-    dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask);
+    const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)r.len) : r.len;
+    bwd_sum<W, CPL, VEC, U>(w, r.start, (int64_t)r.start + r.len, span, D, g, lane, full);
+    dev_row<W, CPL, VEC> wr; /* after the sum: fewer registers live across it */
+    dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
+    dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, full,
+                                live);
   }
 }
 

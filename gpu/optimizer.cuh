@@ -90,19 +90,37 @@ __device__ __forceinline__ float dev_load_w(const void *w, tbe_dtype t, int64_t 
   return t == TBE_FP32 ? ((const float *)w)[e] : dev_from_16(((const uint16_t *)w)[e], t);
 }
 
-/* Stores the updated fp32 value of column col of the row with linear key `key` at element e. */
-__device__ __forceinline__ void dev_store_w(const dev_opt &o, void *w, tbe_dtype t, int64_t e,
-                                            float v, int32_t col, uint64_t key)
+/* The 16-bit bits stored for the updated fp32 value v of column col of the row with linear
+ * key `key`: RNE, or stochastic rounding drawn for (col, key). */
+__device__ __forceinline__ uint16_t dev_round_w(const dev_opt &o, float v, tbe_dtype t,
+                                                int32_t col, uint64_t key)
 {
-  if (t == TBE_FP32)
-    ((float *)w)[e] = v;
-  else
 #if defined(TBE_FAULT_SR_SWAP) /* planted: the Philox counter's row and column swapped */
-    ((uint16_t *)w)[e] = o.sr ? dev_sr_round(v, t, dev_sr_draw(o, (int32_t)key, (uint64_t)col))
-                              : dev_to_16(v, t);
+  return o.sr ? dev_sr_round(v, t, dev_sr_draw(o, (int32_t)key, (uint64_t)col)) : dev_to_16(v, t);
 #else
-    ((uint16_t *)w)[e] = o.sr ? dev_sr_round(v, t, dev_sr_draw(o, col, key)) : dev_to_16(v, t);
+  return o.sr ? dev_sr_round(v, t, dev_sr_draw(o, col, key)) : dev_to_16(v, t);
 #endif
+}
+
+/* Stores VEC updated columns col.. of a row from element e (aligned to VEC when VEC = 4: one
+ * vector store). */
+template <int VEC>
+__device__ __forceinline__ void dev_store_wv(const dev_opt &o, void *w, tbe_dtype t, int64_t e,
+                                             const float (&v)[VEC], int32_t col, uint64_t key)
+{
+  if (VEC == 4 && t == TBE_FP32) {
+    *(float4 *)((float *)w + e) = make_float4(v[0], v[1 % VEC], v[2 % VEC], v[3 % VEC]);
+  } else if (VEC == 4) {
+    uint32_t h[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+      h[i] = dev_round_w(o, v[i], t, col + i, key);
+    *(uint2 *)((uint16_t *)w + e) = make_uint2(h[0] | h[1 % VEC] << 16, h[2 % VEC] | h[3 % VEC] << 16);
+  } else if (t == TBE_FP32) {
+    ((float *)w)[e] = v[0];
+  } else {
+    ((uint16_t *)w)[e] = dev_round_w(o, v[0], t, col, key);
+  }
 }
 
 /* The butterfly of the 32-lane scheme within a group of W lanes (all W lanes call it). */
@@ -186,12 +204,13 @@ __device__ __forceinline__ void dev_row_load(dev_row<W, CPL, VEC> &r, const void
 
 /* Updates a row held by a group of W lanes: g[c][v] is column VEC*(lane + W*c) + v of the row's
  * gradient, r its loaded weights and momentum, m where the momentum goes (Adagrad), x D floats
- * of the group's shared memory. Every lane of the group calls it. */
+ * of the group's shared memory. Every lane in mask calls it; a group that is not `live` (it
+ * only keeps its warp's steps together) computes and stores nothing. */
 template <int W, int CPL, int VEC>
 __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, tbe_dtype wt,
                                                int32_t D, const float (&g)[CPL][VEC],
                                                dev_row<W, CPL, VEC> &r, float *m, uint64_t key,
-                                               float *x, int lane, unsigned mask)
+                                               float *x, int lane, unsigned mask, bool live)
 {
   float cw = 1.0f, mu = o.lr;
   if (o.kind == REF_OPT_ROWWISE_ADAGRAD) {
@@ -211,19 +230,20 @@ __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, 
     cw = o.wd == REF_WD_L2         ? __fmaf_rn(-mu, o.lambda, 1.0f)
          : o.wd == REF_WD_DECOUPLE ? __fmaf_rn(-o.lr, o.lambda, 1.0f)
                                    : 1.0f;
-    if (lane == 0)
+    if (lane == 0 && live)
       *m = mm;
   }
 #pragma unroll
-  for (int c = 0; c < CPL; c++)
+  for (int c = 0; c < CPL; c++) {
+    const int d0 = VEC * (lane + W * c);
+    if (d0 >= D || !live)
+      continue;
+    float nw[VEC];
 #pragma unroll
-    for (int v = 0; v < VEC; v++) {
-      const int d = VEC * (lane + W * c) + v;
-      if (d < D) {
-        const float nw = __fmaf_rn(-mu, g[c][v], cw == 1.0f ? r.w[c][v] : __fmul_rn(cw, r.w[c][v]));
-        dev_store_w(o, weights, wt, r.at + d, nw, d, key);
-      }
-    }
+    for (int v = 0; v < VEC; v++)
+      nw[v] = __fmaf_rn(-mu, g[c][v], cw == 1.0f ? r.w[c][v] : __fmul_rn(cw, r.w[c][v]));
+    dev_store_wv<VEC>(o, weights, wt, r.at + d0, nw, d0, key);
+  }
 }
 
 #endif
