@@ -816,9 +816,8 @@ static void eng_coordinates(const eng_output *o, const tbe_batch *b, const tbe_l
   snprintf(buf, n, "i=%lld", (long long)i);
 }
 
-static tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline,
-                                const char *path, const char *output, cmp_metric m,
-                                eng_check **out)
+tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline, const char *path,
+                         const char *output, cmp_metric m, eng_check **out)
 {
   if (res->n_checks == res->cap_checks) {
     int cap = res->cap_checks ? 2 * res->cap_checks : 16;
