@@ -95,12 +95,16 @@ static void put(race_text *t, const char *fmt, ...)
   va_end(ap);
 }
 
-/* Appends "key=v0,v1,..." of T values drawn from vals. */
-static void put_list(race_text *t, const char *key, int T, const int *vals, int nvals)
+/* Appends "key=v0,v1,..." of T values drawn from vals, the first `skip` tables' from vals
+ * after its first value (a hot table needs a row besides the hot one). */
+static void put_list(race_text *t, const char *key, int T, const int *vals, int nvals, int skip)
 {
   char v[128] = "";
-  for (int j = 0; j < T; j++)
-    snprintf(v + strlen(v), sizeof v - strlen(v), "%s%d", j ? "," : "", vals[rnd(t, (uint64_t)nvals)]);
+  for (int j = 0; j < T; j++) {
+    const int lo = j < skip;
+    snprintf(v + strlen(v), sizeof v - strlen(v), "%s%d", j ? "," : "",
+             vals[lo + (int)rnd(t, (uint64_t)(nvals - lo))]);
+  }
   put(t, "%s=%s", key, v);
 }
 
@@ -116,14 +120,16 @@ int race_draw(uint64_t seed, uint64_t index, int hot, char *buf, size_t n)
   const int T = 1 + (int)rnd(&t, 3);
   const int B = 32 << rnd(&t, 4);
   const int lo = 8 + (int)rnd(&t, 8), hi = lo + (int)rnd(&t, 56);
+  const int threshold = 1 + (int)rnd(&t, 64), chunk = 1 + (int)rnd(&t, 32);
+  const int sl = threshold > 4 * chunk ? threshold : 4 * chunk; /* a long run of 4+ chunks */
   put(&t, "T=%d", T);
   put(&t, "B=%d", B);
-  put_list(&t, "E", T, Es, 6);
-  put_list(&t, "D", T, Ds, 10);
+  put_list(&t, "E", T, Es, 6, hot ? 2 : 0);
+  put_list(&t, "D", T, Ds, 10, 0);
   put(&t, "L=%d..%d", lo, hi);
   put(&t, "dist=%s", dists[rnd(&t, 3)]);
-  if (hot) /* row 0 of the first tables: at most the lookups their feature surely makes */
-    put(&t, "hot=0:0:%d%s", 1 + (int)rnd(&t, (uint64_t)(B * lo)), T > 1 ? ",1:0:97" : "");
+  if (hot) /* row 0 of the first tables, long: at most the lookups their feature surely makes */
+    put(&t, "hot=0:0:%d%s", sl + (int)rnd(&t, (uint64_t)(B * lo - sl + 1)), T > 1 ? ",1:0:97" : "");
   const char *wd = wdtypes[rnd(&t, 4)];
   put(&t, "wdtype=%s", wd);
   if (rnd(&t, 4) == 0)
@@ -141,8 +147,8 @@ int race_draw(uint64_t seed, uint64_t index, int hot, char *buf, size_t n)
   put(&t, "lr=%s", rnd(&t, 2) ? "0.01" : "0.5");
   if (strcmp(wd, "fp32") && rnd(&t, 2))
     put(&t, "sr=1 step=%d", (int)rnd(&t, 1000));
-  put(&t, "bwd.threshold=%d", 1 + (int)rnd(&t, 64));
-  put(&t, "bwd.chunk=%d", 1 + (int)rnd(&t, 32));
+  put(&t, "bwd.threshold=%d", threshold);
+  put(&t, "bwd.chunk=%d", chunk);
   put(&t, "bwd.long=fused");
   put(&t, "seed=%llu", (unsigned long long)prng_at(t.key, t.n++));
   return (int)t.len;
