@@ -603,12 +603,14 @@ static tbe_status parse_value(parse_state *ps, slice v)
   case K_WEIGHTED:
   case K_FUSED_BOUNDS:
   case K_SR:
+  case K_BWD_NOISE:
     if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
       return fail_int(ps, v, r, "0 or 1");
-    *(ps->key == K_VBE        ? &c->vbe
-      : ps->key == K_WEIGHTED ? &c->weighted
-      : ps->key == K_SR       ? &c->knobs.bwd.opt.sr
-                              : &c->knobs.fused_bounds) = (int)x;
+    *(ps->key == K_VBE         ? &c->vbe
+      : ps->key == K_WEIGHTED  ? &c->weighted
+      : ps->key == K_SR        ? &c->knobs.bwd.opt.sr
+      : ps->key == K_BWD_NOISE ? &c->knobs.bwd_noise
+                               : &c->knobs.fused_bounds) = (int)x;
     return tbe_ok();
   case K_E:
     return parse_spec(ps, v, 1, CASE_MAX_ROWS,
@@ -716,11 +718,6 @@ static tbe_status parse_value(parse_state *ps, slice v)
     if ((w = parse_word(v, order_words, 3)) < 0)
       return fail_word(ps, v, order_words, 3);
     c->knobs.bwd_order = w;
-    return tbe_ok();
-  case K_BWD_NOISE:
-    if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
-      return fail_int(ps, v, r, "0 or 1");
-    c->knobs.bwd_noise = (int)x;
     return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
