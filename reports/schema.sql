@@ -168,7 +168,6 @@ CREATE TABLE races (
                                                   -- (grid 0: the policy)
   UNIQUE (run, case_id, repeat)
 );
-CREATE INDEX races_run ON races (run);
 
 INSERT INTO meta (one, schema_version, created)
 VALUES (1, 5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));

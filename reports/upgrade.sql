@@ -47,5 +47,4 @@ CREATE TABLE races (
                                                   -- (grid 0: the policy)
   UNIQUE (run, case_id, repeat)
 );
-CREATE INDEX races_run ON races (run);
 UPDATE meta SET schema_version = 5;
