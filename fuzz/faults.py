@@ -88,11 +88,11 @@ FAULTS = {
     "fused_no_fence": dict(
         gpu=True, breaks="the fused long-run path without the fence between a chunk's partial "
                          "and the countdown (gpu/backward_long.cu)",
-        tests=["gpu_backward"], expect=[]),
+        tests=["gpu_backward", "cli_race"], expect=[]),
     "countdown_first": dict(
         gpu=True, breaks="the countdown is decremented before the chunk's partial is written "
                          "(gpu/backward_long.cu)",
-        tests=["gpu_backward"], expect=[]),
+        tests=["gpu_backward", "cli_race"], expect=[]),
     "drop_last_chunk": dict(
         gpu=True, breaks="the last chunk's partial is left out of the row's sum "
                          "(gpu/backward_long.cu)",

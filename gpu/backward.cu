@@ -159,12 +159,14 @@ struct gpu_bwd {
   float *pristine_momentum;
   size_t weight_bytes;
   int64_t rows, short_cap[BWD_BUCKETS];
-  int fused;
+  int fused, no_bucket, noise;
+  gpu_noise noise_kernel;
   cudaEvent_t ev[6];
   bool timed;
 
   ~gpu_bwd()
   {
+    gpu_noise_free(&noise_kernel);
     for (cudaEvent_t e : ev)
       if (e)
         cudaEventDestroy(e);
@@ -174,6 +176,34 @@ struct gpu_bwd {
 static tbe_status bwd_alloc(gpu_bwd *g, size_t n, size_t elem, void **p)
 {
   return g->arena.alloc(tbe_mul_size(n, elem), p);
+}
+
+/* Takes gc's values (NULL: the defaults) after checking them; no_bucket only at setup. */
+static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
+{
+  const gpu_bwd_config c = gc ? *gc : gpu_bwd_config{};
+  const char *bad = c.long_mode != GPU_LONG_ACCUM && c.long_mode != GPU_LONG_FUSED ? "long_mode"
+                    : c.no_bucket != 0 && c.no_bucket != 1                        ? "no_bucket"
+                    : c.grid < 0 || c.grid > GPU_MAX_GRID                         ? "grid"
+                    : c.order < GPU_ORDER_ASC || c.order > GPU_ORDER_SHUFFLE      ? "order"
+                    : c.noise != 0 && c.noise != 1                                ? "noise"
+                                                                                  : nullptr;
+  if (bad)
+    return tbe_error(TBE_EINVAL, bad, -1, "gpu_bwd_config.%s holds a value the backward does not "
+                     "have (tbe_gpu.h lists them)", bad);
+  if (!setup && c.no_bucket != g->no_bucket)
+    return tbe_error(TBE_EINVAL, "no_bucket", -1, "no_bucket sized the backward's buffers when it "
+                     "was opened; it cannot change afterwards");
+  dev_bwd &w = g->w;
+  g->no_bucket = c.no_bucket;
+  w.bucket = !c.no_bucket;
+  w.short_width = c.short_width;
+  w.long_width = c.long_width;
+  w.grid = c.grid;
+  w.order = c.order;
+  g->fused = c.long_mode == GPU_LONG_FUSED;
+  g->noise = c.noise;
+  return tbe_ok();
 }
 
 static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
@@ -192,10 +222,8 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.threshold = (int32_t)std::min<int64_t>(cfg->threshold, INT32_MAX);
   w.chunk = (int32_t)std::min<int64_t>(cfg->chunk, INT32_MAX);
   w.atomic = cfg->combine == REF_COMBINE_ATOMIC;
-  w.bucket = !(gc && gc->no_bucket);
-  w.short_width = gc ? gc->short_width : 0;
-  w.long_width = gc ? gc->long_width : 0;
-  g->fused = gc && gc->long_mode == GPU_LONG_FUSED;
+  STATUS_TRY(bwd_config(g, gc, true));
+  w.order_key = cfg->opt.seed ^ 0x6f72646572ull; /* the case seed's, apart from Philox's use */
   w.max_D = l->max_D;
   w.vec = 4;
   for (int32_t j = 0; j < h->num_tables; j++)
@@ -312,6 +340,16 @@ tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch
 }
 
 void gpu_bwd_close(gpu_bwd *g) { delete g; }
+
+tbe_status gpu_bwd_configure(gpu_bwd *g, const gpu_bwd_config *gc)
+{
+  return bwd_config(g, gc, false);
+}
+
+tbe_status gpu_bwd_noise(gpu_bwd *g)
+{
+  return g->noise ? gpu_noise_launch(&g->noise_kernel) : tbe_ok();
+}
 
 tbe_status gpu_bwd_restore(gpu_bwd *g, cudaStream_t stream)
 {

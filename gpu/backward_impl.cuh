@@ -70,6 +70,9 @@ struct dev_bwd {
   int vec;                     /* 4: every D is a multiple of 4 (vector loads), else 1 */
   int short_width, long_width; /* entries in flight per group: 2 or 4 (capped by the shape's
                                   U); 0: the policy (short 2, long U) */
+  int32_t grid;                /* blocks of the chunk kernel; 0: the policy */
+  int order;                   /* gpu_chunk_order: which chunk program each group slot takes */
+  uint64_t order_key;          /* GPU_ORDER_SHUFFLE: the permutation's key (the case seed's) */
   int64_t sentinel;            /* key of positions that make no entry (-1, outside every bag) */
   float *momentum;             /* [rows] or NULL */
   float *psw_grad;             /* [N] or NULL */

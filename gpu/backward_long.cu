@@ -11,15 +11,57 @@
  * arrive, rounded once to fp32 by the apply (ref/SEMANTICS.md; checked by the bound of
  * ref/backward_exact.c, tight enough to see one partial among millions). Long runs of every table go through the widest table's group
  * shape (they are few; bucketing is for short runs).
+ *
+ * Schedule (bwd.grid, bwd.order; no bit depends on it): group slot q of the chunk kernel's
+ * grid-stride loop takes chunk program chunk_at(q), a bijection on the programs (ascending,
+ * descending or a fixed pseudo-random permutation); every array is indexed by the program, so
+ * only which group runs it, and when, changes.
  */
 #include <algorithm>
 
 #include "backward_impl.cuh"
 #include "cuda_check.h"
+#include "tbe_gpu.h"
 
 namespace {
 
 const int BLOCK = 128;
+
+/* SplitMix64's finaliser of x + key + round: the Feistel round function of chunk_at. */
+__device__ __forceinline__ uint64_t order_mix(uint64_t x, uint64_t key, int round)
+{
+  uint64_t z = x + key + (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The chunk program that group slot q of n takes: q (ascending), n-1-q (descending), or (shuffle)
+ * a 4-round Feistel network keyed by w.order_key on the smallest even bit width 2h with
+ * 2^2h >= n, cycle-walked into [0, n) (at most 4 steps expected). Each is a bijection on
+ * [0, n), so every program runs exactly once. */
+__device__ __forceinline__ int64_t chunk_at(const dev_bwd &w, int64_t q, int64_t n)
+{
+  if (w.order == GPU_ORDER_DESC)
+    return n - 1 - q;
+  if (w.order != GPU_ORDER_SHUFFLE)
+    return q;
+  int h = 0;
+  while ((int64_t)1 << (2 * h) < n)
+    h++;
+  const uint64_t mask = ((uint64_t)1 << h) - 1;
+  uint64_t x = (uint64_t)q;
+  do {
+    uint64_t l = x >> h, r = x & mask;
+    for (int i = 0; i < 4; i++) {
+      const uint64_t t = l ^ (order_mix(r, w.order_key, i) & mask);
+      l = r;
+      r = t;
+    }
+    x = l << h | r;
+  } while (x >= (uint64_t)n);
+  return (int64_t)x;
+}
 
 /* Chunk programs of each long run, its countdown and (atomic) its zeroed accumulator row. */
 __global__ void expand_kernel(dev_bwd w)
@@ -86,7 +128,9 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
   float *x = rows[threadIdx.x / W];
   const int64_t n = w.counts->chunks;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
-  for (int64_t q = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; q < n; q += groups) {
+  for (int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; slot < n;
+       slot += groups) {
+    const int64_t q = chunk_at(w, slot, n);
     const bwd_chunk ch = w.chunks[q];
     const bwd_run r = w.longs[ch.lrun].r;
     const int32_t D = w.b.D[r.table];
@@ -166,7 +210,8 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     constexpr int VEC = decltype(vec)::value;
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int per = BLOCK / S::W;
-    const unsigned cblocks = (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
+    const unsigned cblocks = w.grid > 0 ? (unsigned)w.grid
+                                        : (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
     if (w.long_width == 2 && S::U > 2)
       chunk_kernel<S::W, S::CPL, VEC, 2><<<std::max(cblocks, 1u), BLOCK, 0, stream>>>(w, fused);
     else

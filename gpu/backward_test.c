@@ -8,66 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bounds.h"
 #include "case.h"
-#include "engine.h"
-#include "forward.h"
-#include "gen.h"
+#include "race.h"
 #include "tbe_gpu.h"
 
-/* The reference's outputs of one case: forward output and the backward's. */
-typedef struct {
-  tbe_batch b;
-  gen_bwd bwd;
-  tbe_layout l;
-  tbe_bounds_mode mode;
-  void *out, *w;
-  float *m, *psw;
-} ref_case;
+typedef race_ref ref_case;
 
-static void ref_case_free(ref_case *r)
-{
-  free(r->out);
-  free(r->w);
-  free(r->m);
-  free(r->psw);
-  tbe_layout_free(&r->l);
-  gen_case_free(&r->b, &r->bwd);
-}
+static void ref_case_free(ref_case *r) { race_ref_free(r); }
 
-/* Generates text and runs the reference on it; the batch keeps its pristine inputs. */
+/* Parses text and runs the reference on it (race.h); the batch keeps its pristine inputs. */
 static int ref_case_run(const char *text, ref_case *r)
 {
-  memset(r, 0, sizeof *r);
   tbe_case *c;
   tbe_status s = case_parse(text, &c);
-  if (s.code == TBE_OK) {
-    s = gen_case(c, &r->b, &r->bwd);
-    if (s.code == TBE_OK)
-      s = tbe_layout_init(&r->l, &r->b);
-  }
-  tbe_bounds_mode mode = r->mode = s.code == TBE_OK ? case_bounds(c) : TBE_BOUNDS_WARNING;
-  if (s.code == TBE_OK) {
-    size_t isz = tbe_itype_size(r->b.itype);
-    size_t ib = isz * (size_t)r->b.N, ob = isz * (size_t)(r->l.total_B + 1);
-    void *i0 = malloc(ib + 1), *o0 = malloc(ob);
-    memcpy(i0, r->b.indices, ib);
-    memcpy(o0, r->b.offsets, ob);
-    int64_t warnings;
-    r->out = malloc(tbe_dtype_size(r->b.out_dtype) * (size_t)r->l.out_elems + 1);
-    s = ref_bounds_check(&r->b, &r->l, mode, &warnings);
-    if (s.code == TBE_OK)
-      s = ref_forward(&r->b, &r->l, r->out);
-    if (s.code == TBE_OK)
-      s = eng_ref_backward_run(&r->b, &r->l, &r->bwd, &r->w, &r->m, &r->psw);
-    memcpy(r->b.indices, i0, ib);
-    memcpy(r->b.offsets, o0, ob);
-    free(i0);
-    free(o0);
-  }
+  if (s.code == TBE_OK)
+    s = race_ref_run(c, r);
+  else
+    memset(r, 0, sizeof *r);
   case_free(c);
+  if (s.code == TBE_OK && r->bounds.code != TBE_OK)
+    s = r->bounds;
   if (s.code != TBE_OK) {
     printf("FAIL  %s: the reference failed: %s\n", text, s.message);
+    race_ref_free(r);
     return 1;
   }
   return 0;

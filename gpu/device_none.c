@@ -92,6 +92,13 @@ tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
   return NO_CUDA;
 }
 
+tbe_status gpu_session_backward_config(gpu_session *s, const gpu_bwd_config *g)
+{
+  (void)s;
+  (void)g;
+  return NO_CUDA;
+}
+
 tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
 {
   (void)s;

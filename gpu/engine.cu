@@ -278,11 +278,19 @@ extern "C" tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_co
   return gpu_bwd_open(s->h, s->l, s->b, cfg, g, grad_output, momentum, &s->bwd);
 }
 
+extern "C" tbe_status gpu_session_backward_config(gpu_session *s, const gpu_bwd_config *g)
+{
+  if (!s->bwd)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "no backward in this session");
+  return gpu_bwd_configure(s->bwd, g);
+}
+
 extern "C" tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
 {
   if (!s->bwd || !s->last)
     return tbe_error(TBE_EINVAL, "gpu", -1, "backward before gpu_session_backward_open or the "
                                             "forward");
+  STATUS_TRY(gpu_bwd_noise(s->bwd)); /* on its own stream, beside what follows */
   STATUS_TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
   gpu_bwd_stats local;
   return gpu_bwd_stats_get(s->bwd, st ? st : &local);

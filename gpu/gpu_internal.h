@@ -103,12 +103,27 @@ struct small_feature {
 tbe_status gpu_forward_small(const dev_batch &b, const small_feature *f, int n, int fused,
                              tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream);
 
+/* The noise kernel of bwd.noise=1 (noise.cu): its stream and scratch, made on first launch. */
+struct gpu_noise {
+  cudaStream_t stream = nullptr;
+  unsigned *buf = nullptr;
+  dev_arena arena;
+};
+/* Launches the noise kernel on n's own non-blocking stream; it ends by itself (noise.cu). */
+tbe_status gpu_noise_launch(gpu_noise *n);
+/* Waits for the noise kernel, then destroys its stream (the arena frees the buffer). */
+void gpu_noise_free(gpu_noise *n);
+
 /* The backward of a session (backward.cu). */
 struct gpu_bwd;
 tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch &b,
                         const ref_bwd_config *cfg, const gpu_bwd_config *gc,
                         const void *grad_output, const float *momentum, gpu_bwd **out);
 void gpu_bwd_close(gpu_bwd *g);
+/* Replaces the backward's gpu_bwd_config (gpu_session_backward_config's contract). */
+tbe_status gpu_bwd_configure(gpu_bwd *g, const gpu_bwd_config *gc);
+/* Launches the noise kernel when the configuration asks for it (bwd.noise=1), else nothing. */
+tbe_status gpu_bwd_noise(gpu_bwd *g);
 /* Copies the pristine weights and momentum into the working ones. */
 tbe_status gpu_bwd_restore(gpu_bwd *g, cudaStream_t stream);
 /* New host inputs of the same shape in place of the pristine ones. */

@@ -68,9 +68,14 @@ tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode, const gpu_f
 tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r);
 void gpu_session_close(gpu_session *s);
 
-/* How the backward runs (case keys bwd.long, bwd.bucket); the numerics-changing knobs
- * (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the defaults. */
+/* How the backward runs (case keys bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order,
+ * bwd.noise); the numerics-changing knobs (threshold, chunk, combine) are ref_bwd_config's.
+ * Zero values mean the defaults. No bit of any result depends on these: grid, order and noise
+ * only change the schedule (which group runs which chunk program, and when), which is what
+ * `tbecheck race` varies. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
+typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
+#define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
 typedef struct {
   gpu_long_mode long_mode; /* long runs: accum + apply (default: faster on the published
                               workload and the hot row, bench/RESULTS.md), or fused fence +
@@ -78,6 +83,13 @@ typedef struct {
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
   int short_width;         /* entries in flight per group on short runs: 0 (policy: 2), 2 or 4 */
   int long_width;          /* the same for the chunks of long runs */
+  int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
+                              chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
+                              fewer blocks make each group loop over several chunk programs */
+  gpu_chunk_order order;   /* which chunk program the i-th group slot takes: ascending, descending,
+                              or a fixed pseudo-random permutation keyed by the case seed */
+  int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
+                              backward, for a bounded time, on its own scratch buffer */
 } gpu_bwd_config;
 
 /* A backward's times (CUDA events) and what its runs looked like (read back after it). */
@@ -103,6 +115,10 @@ void gpu_bwd_result_free(gpu_bwd_result *r);
 tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
                                      const gpu_bwd_config *g, const void *grad_output,
                                      const float *momentum);
+/* Replaces the open backward's gpu_bwd_config with g (NULL: the defaults) for the next
+ * gpu_session_backward calls. TBE_EINVAL naming the field for a value outside its list above, or
+ * for a no_bucket other than the one the backward was opened with (its buffers follow it). */
+tbe_status gpu_session_backward_config(gpu_session *s, const gpu_bwd_config *g);
 /* Runs the backward + optimizer on the last forward's bounds-checked inputs, without a host
  * sync until its end; *st (may be NULL) gets its times and run counts. A FATAL offender of the
  * last forward makes it a no-op. */
@@ -110,7 +126,8 @@ tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
 /* Copies the last backward's results back. */
 tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);
 
-/* Bounds check + forward (+ backward, when opened) captured once in a CUDA graph, then replayed:
+/* Bounds check + forward (+ backward, when opened; never its noise kernel) captured once in a
+ * CUDA graph, then replayed:
  * gpu_session_upload puts new inputs of the same shape (indices, offsets, weights,
  * per-sample weights, grad_output, momentum) in place of the pristine ones, and
  * gpu_session_replay runs the graph; results come from gpu_session_results and

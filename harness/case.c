@@ -46,6 +46,12 @@
  *   bwd.bucket=0|1 [1]   GPU: short runs launched per next_pow2(D) bucket, or all in the
  *                        widest table's; no bit depends on it
  *   bwd.width=2|4 [policy]  GPU: gradient rows in flight per group; no bit depends on it
+ *   bwd.grid=INT [policy]   GPU: 1..65535 blocks of the long runs' chunk kernel (fewer make
+ *                        each group loop over several chunk programs); no bit depends on it
+ *   bwd.order=asc|desc|shuffle [asc]  GPU: the order in which groups take chunk programs
+ *                        (shuffle: a fixed permutation keyed by the seed); no bit depends on it
+ *   bwd.noise=0|1 [0]    GPU: a noise kernel on a second stream beside the backward, perturbing
+ *                        its schedule; no bit depends on it
  *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty; also the
  *                        Philox key of stochastic rounding
  * Rules between keys (the error names the key after the colon): pool=mean or none with
@@ -80,7 +86,8 @@ typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
   K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
   K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
-  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH, K_SEED, K_COUNT
+  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH,
+  K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -88,7 +95,8 @@ static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
   "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
   "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
-  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.width", "seed"};
+  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.width",
+  "bwd.grid", "bwd.order", "bwd.noise", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -106,6 +114,7 @@ static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
 static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
 static const char *const long_words[] = {"accum", "fused"};
+static const char *const order_words[] = {"asc", "desc", "shuffle"};
 
 static void spec_fixed(case_spec *s, int64_t v)
 {
@@ -594,12 +603,14 @@ static tbe_status parse_value(parse_state *ps, slice v)
   case K_WEIGHTED:
   case K_FUSED_BOUNDS:
   case K_SR:
+  case K_BWD_NOISE:
     if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
       return fail_int(ps, v, r, "0 or 1");
-    *(ps->key == K_VBE        ? &c->vbe
-      : ps->key == K_WEIGHTED ? &c->weighted
-      : ps->key == K_SR       ? &c->knobs.bwd.opt.sr
-                              : &c->knobs.fused_bounds) = (int)x;
+    *(ps->key == K_VBE         ? &c->vbe
+      : ps->key == K_WEIGHTED  ? &c->weighted
+      : ps->key == K_SR        ? &c->knobs.bwd.opt.sr
+      : ps->key == K_BWD_NOISE ? &c->knobs.bwd_noise
+                               : &c->knobs.fused_bounds) = (int)x;
     return tbe_ok();
   case K_E:
     return parse_spec(ps, v, 1, CASE_MAX_ROWS,
@@ -697,6 +708,16 @@ static tbe_status parse_value(parse_state *ps, slice v)
     if (r != NUM_OK)
       return fail_int(ps, v, r, "2 or 4");
     c->knobs.bwd_width = (int)x;
+    return tbe_ok();
+  case K_BWD_GRID:
+    if ((r = parse_int(v, 1, CASE_MAX_GRID, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 1..65535 (leave bwd.grid out for the policy)");
+    c->knobs.bwd_grid = (int)x;
+    return tbe_ok();
+  case K_BWD_ORDER:
+    if ((w = parse_word(v, order_words, 3)) < 0)
+      return fail_word(ps, v, order_words, 3);
+    c->knobs.bwd_order = w;
     return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
@@ -830,7 +851,8 @@ static tbe_status check_knobs(parse_state *ps)
                 "but bounds=none has no bounds check");
   static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
-                                         K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH};
+                                         K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH, K_BWD_GRID,
+                                         K_BWD_ORDER, K_BWD_NOISE};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -943,7 +965,8 @@ tbe_status case_parse(const char *text, tbe_case **out)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
                    "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
                    "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
-                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.width seed", slen(key), key.s, slen(whole),
+                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.width bwd.grid "
+                   "bwd.order bwd.noise seed", slen(key), key.s, slen(whole),
                    whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1068,6 +1091,10 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
     sb_word(s, K_BWD_LONG, long_words[k->bwd_long]);
   sb_int(s, K_BWD_BUCKET, !k->bwd_no_bucket, 1);
   sb_int(s, K_BWD_WIDTH, k->bwd_width, 0);
+  sb_int(s, K_BWD_GRID, k->bwd_grid, 0);
+  if (k->bwd_order)
+    sb_word(s, K_BWD_ORDER, order_words[k->bwd_order]);
+  sb_int(s, K_BWD_NOISE, k->bwd_noise, 0);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1197,7 +1224,8 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
   return a->fwd_bags == b->fwd_bags && a->fwd_width == b->fwd_width &&
          a->fwd_small == b->fwd_small && a->fused_bounds == b->fused_bounds &&
          a->bwd_long == b->bwd_long && a->bwd_no_bucket == b->bwd_no_bucket &&
-         a->bwd_width == b->bwd_width &&
+         a->bwd_width == b->bwd_width && a->bwd_grid == b->bwd_grid &&
+         a->bwd_order == b->bwd_order && a->bwd_noise == b->bwd_noise &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&

@@ -46,6 +46,9 @@ typedef struct {
   int bwd_long;              /* bwd.long: 0 accum, 1 fused (fence + countdown) (gpu_long_mode) */
   int bwd_no_bucket;         /* bwd.bucket=0: no dimension bucketing of short runs */
   int bwd_width;             /* bwd.width: entries in flight per group, 0 (policy), 2 or 4 */
+  int bwd_grid;              /* bwd.grid: chunk kernel blocks, 0 (policy) or 1..65535 */
+  int bwd_order;             /* bwd.order: 0 asc, 1 desc, 2 shuffle (gpu_chunk_order) */
+  int bwd_noise;             /* bwd.noise: 1 runs a noise kernel beside the backward */
   ref_bwd_config bwd;        /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
                               * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
 } tbe_knobs;

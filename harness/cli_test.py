@@ -257,7 +257,7 @@ def limit_file_size(n):
 
 def test_full_disk():
     expect(0, "run", "--db", "f.db", "--engines", "ref", smoke())
-    limit = 96 * 1024
+    limit = 128 * 1024  # one run of the smoke cases fits (about 100 KiB), 20 repeats do not
     size = len(read_bytes("f.db"))
     check(size < limit, f"the database ({size} bytes) is already past the limit")
     _, err = expect(3, "run", "--db", "f.db", "--engines", "ref", "--repeat", "20", smoke(),
@@ -309,15 +309,17 @@ def test_queries():
     qdir = os.path.join(SRC, "reports", "queries")
     names = sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".sql"))
     check(names == ["campaign", "case_drift", "commit_changes", "commit_drift", "commits",
-                    "drift", "failures", "flaky", "perf_drift", "ratios", "result", "run",
-                    "summary", "violations", "worst"], f"queries: {names}: give the new one a test")
+                    "drift", "failures", "flaky", "perf_drift", "races", "ratios", "result",
+                    "run", "summary", "violations", "worst"],
+          f"queries: {names}: give the new one a test")
     fail_id = scalar("tbecheck.db", "SELECT min(id) FROM results WHERE status = 'fail'")
     with sqlite3.connect("tbecheck.db") as c:
         c.execute("UPDATE runs SET dirty = 0, git_commit = ?", ("a" * 40,))
     params = {"case_drift": {"case": 1, "injected": 1}, "drift": {"run": 2}, "failures": {},
               "flaky": {}, "result": {"id": fail_id}, "run": {}, "summary": {"run": 1},
               "violations": {"id": fail_id}, "worst": {}, "campaign": {}, "commits": {},
-              "commit_drift": {}, "commit_changes": {}, "perf_drift": {}, "ratios": {}}
+              "commit_drift": {}, "commit_changes": {}, "perf_drift": {}, "ratios": {},
+              "races": {}}
     got = {}
     for n in names:
         with open(os.path.join(qdir, n + ".sql")) as f:
@@ -345,6 +347,7 @@ def test_queries():
     check(col("run", "run") == [2] and col("run", "complete") == [1], f"run: {got['run']}")
     check(col("result", "status") == ["fail"], f"result: {got['result']}")
     check(len(got["violations"][1]) == 1, f"violations: {got['violations']}")
+    check(got["races"][1] == [], f"races of a run that raced nothing: {got['races']}")
     check(col("worst", "rank") == [1, 2] and "inf" not in str(col("worst", "worst_ratio")),
           f"worst (the injected run 2 left out): {got['worst']}")
     if not shutil.which("sqlite3"):
@@ -356,8 +359,8 @@ def test_queries():
         r = subprocess.run(["sqlite3", "-header", "-column", "tbecheck.db", *cmds,
                             f".read {os.path.join(qdir, n + '.sql')}"],
                            capture_output=True, text=True)
-        check(r.returncode == 0 and not r.stderr and (r.stdout.strip() or n == "perf_drift"),
-              f"sqlite3 shell, {n}: {r.returncode} {r.stderr}{r.stdout}")  # no bench rows here
+        check(r.returncode == 0 and not r.stderr and (r.stdout.strip() or n in ("perf_drift", "races")),
+              f"sqlite3 shell, {n}: {r.returncode} {r.stderr}{r.stdout}")  # no bench, no race here
 
 
 def test_merge():
@@ -520,6 +523,7 @@ def test_injected():
     with sqlite3.connect("old.db") as c:
         for view in ("result_history", "last_run", "run_code"):
             c.execute(f"DROP VIEW {view}")
+        c.execute("DROP TABLE races")
         for table, column in (("runs", "bench"), ("runs", "campaign"), ("runs", "injected"),
                               ("perf", "shape"), ("perf", "config"), ("perf", "ceiling_gbps")):
             c.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
@@ -531,7 +535,7 @@ def test_injected():
     _, err = expect(2, "list", "--db", "old.db")
     check("older than this tbecheck" in err and "upgrades it" in err, err)
     expect(0, "run", "--db", "old.db", "--engines", "ref", "B=4 L=2 D=8")
-    check(scalar("old.db", "SELECT schema_version FROM meta") == 4, "not upgraded")
+    check(scalar("old.db", "SELECT schema_version FROM meta") == 5, "not upgraded")
     check("'model'" in scalar("old.db", "SELECT sql FROM sqlite_master WHERE name = 'results'"),
           "results.baseline still refuses the model baseline")
     check(scalar("old.db", "PRAGMA integrity_check") == "ok", "the upgrade broke the database")
@@ -539,6 +543,90 @@ def test_injected():
           "the upgrade did not mark the injected run from its arguments")
     expect(0, "merge", "m.db", "old.db")
     expect(0, "report", "--db", "m.db")
+
+
+def test_upgrade_v4():
+    """A database of schema 4 (before races) is refused by readers, upgraded by the next writer
+    (races created, empty), and merges and reports afterwards."""
+    expect(0, "run", "--engines", "ref", "B=4 L=2 D=8", "opt=sgd B=4 L=3")
+    shutil.copy("tbecheck.db", "v4.db")
+    with sqlite3.connect("v4.db") as c:
+        c.execute("DROP TABLE races")
+        c.execute("UPDATE meta SET schema_version = 4")
+    before = query("v4.db", "SELECT * FROM results ORDER BY id")
+    _, err = expect(2, "list", "--db", "v4.db")
+    check("schema version 4, older than this tbecheck's 5" in err and "upgrades it" in err, err)
+    expect(0, "run", "--db", "v4.db", "--engines", "ref", "B=5 L=2")
+    check(scalar("v4.db", "SELECT schema_version FROM meta") == 5, "not upgraded to 5")
+    check(scalar("v4.db", "SELECT count(*) FROM races") == 0, "races not created empty")
+    check(query("v4.db", "SELECT * FROM results ORDER BY id")[:len(before)] == before,
+          "the upgrade changed stored results")
+    cols = [r[1] for r in query("v4.db", "PRAGMA table_info(races)")]
+    check(cols == [r[1] for r in query("tbecheck.db", "PRAGMA table_info(races)")],
+          f"the upgraded races table differs from a new one: {cols}")
+    check(scalar("v4.db", "PRAGMA integrity_check") == "ok", "the upgrade broke the database")
+    expect(0, "merge", "tbecheck.db", "v4.db")
+    check(scalar("tbecheck.db", "SELECT count(*) FROM runs") == 2,
+          "merge after the upgrade: the copied run is known by its uid, the new one is added")
+    expect(0, "report", "--db", "v4.db")
+
+
+def test_race_nogpu():
+    """tbecheck race: bad input is exit 2 anywhere; without a GPU it says so and skips (exit 0,
+    nothing written), as `run --engines gpu` does."""
+    cases = case_file("r.cases", ["opt=sgd B=4", "B=4"])
+    for args, words in ((["--launches", "0"], "bad value for --launches: 0"),
+                        (["--seconds", "x"], "bad value for --seconds"),
+                        (["--seed", "-1"], "bad value for --seed"),
+                        (["--bogus"], "unknown option"), (["extra"], "unexpected argument"),
+                        (["--cases", cases], "r.cases:2: key 'opt'"),
+                        (["--cases", case_file("a.cases", ["opt=sgd bwd.combine=atomic"])],
+                         "key 'bwd.combine'"),
+                        (["--cases", case_file("g.cases", ["opt=sgd bwd.grid=70000"])],
+                         "key 'bwd.grid'"),
+                        (["--cases", "missing.cases"], "missing.cases")):
+        _, err = expect(2, "race", "--db", "r.db", *args)
+        check(words in err, f"race {args}: '{words}' not in: {err}")
+    check(not os.path.exists("r.db"), "bad input wrote a database")
+    out, _ = expect(0, "race", "--help")
+    check(out.startswith("usage: tbecheck race"), out)
+    rc, out, err = tb("race", "--seconds", "1", "--db", "r.db")
+    if "engine gpu: skip" not in out:
+        print("a GPU is here: the no-GPU path was not taken (cli_race runs the race)")
+        return SKIP
+    check(rc == 0 and "warning: engine gpu did not run" in out and "nothing was raced" in out,
+          f"race without a GPU: exit {rc}\n{out}{err}")
+    check(not os.path.exists("r.db"), "race without a GPU wrote a database")
+
+
+def test_race():
+    """The GPU backward raced for 20 s: every launch of every case has the reference's bits, one
+    outcome per case, and the database counts them (label gpu)."""
+    rc, out, err = tb("race", "--seconds", "20", "--seed", "1", "--db", "race.db")
+    if "engine gpu: skip" in out:
+        print(out.splitlines()[0])
+        return SKIP
+    check(rc == 0, f"race: exit {rc}\n{out[-3000:]}{err}")
+    rows = query("race.db", "SELECT launches, distinct_outcomes, mismatches, long_runs, chunks, "
+                            "variants FROM races")
+    check(len(rows) >= 3, f"only {len(rows)} cases raced in 20 s")
+    check(all(r[0] == 20 and r[1] == 1 and r[2] == 0 for r in rows),
+          f"launches / outcomes / mismatches: {[r[:3] for r in rows if r[1:3] != (1, 0)][:5]}")
+    check(all(r[3] >= 1 and r[4] >= 4 for r in rows),
+          f"cases without long runs of several chunks: {[r[3:5] for r in rows][:10]}")
+    check(all("order=shuffle" in r[5] and "noise=1" in r[5] and "grid=1 " in r[5] for r in rows),
+          "the schedules were not varied")
+    n = scalar("race.db", "SELECT count(DISTINCT case_id) FROM races")
+    check(n == len(rows) and f"{len(rows)} cases raced, {20 * len(rows)} launches" in out,
+          f"the summary line disagrees with the database:\n{out[-500:]}")
+    bad = scalar("race.db", "SELECT count(*) FROM results WHERE path = 'backward.race' AND "
+                            "status != 'pass'")
+    check(bad == 0 and scalar("race.db", "SELECT count(*) FROM results") >= len(rows),
+          f"{bad} results of the race did not pass")
+    out, _ = expect(0, "list", "--failed", "--db", "race.db")
+    check("(0 results)" in out, out)
+    out, _ = expect(0, "report", "--db", "race.db")
+    check("races of the run" in out, out)
 
 
 def test_bad_input_more():

@@ -18,7 +18,7 @@
 struct db {
   sqlite3 *h;
   char path[1024];
-  sqlite3_stmt *ins_case, *get_case, *ins_result, *ins_violation, *ins_perf;
+  sqlite3_stmt *ins_case, *get_case, *ins_result, *ins_violation, *ins_perf, *ins_race;
 };
 
 /* A status for SQLite error rc on handle h while doing `what`: disk and I/O problems are
@@ -283,6 +283,12 @@ static tbe_status db_prepare_all(db *d)
                    "INSERT INTO perf (run, case_id, repeat, kernel, ms, bytes, gbps, shape, config, "
                    "ceiling_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                    &d->ins_perf);
+  if (s.code == TBE_OK)
+    s = db_prepare(d,
+                   "INSERT INTO races (run, case_id, repeat, launches, distinct_outcomes, "
+                   "mismatches, long_runs, chunks, variants) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                   "?8, ?9)",
+                   &d->ins_race);
   return s;
 }
 
@@ -382,6 +388,7 @@ void db_close(db *d)
   sqlite3_finalize(d->ins_result);
   sqlite3_finalize(d->ins_violation);
   sqlite3_finalize(d->ins_perf);
+  sqlite3_finalize(d->ins_race);
   sqlite3_close(d->h);
   free(d);
 }
@@ -606,8 +613,9 @@ tbe_status db_store_perf_row(db *d, int64_t run, const db_perf_row *p)
   return db_end_case(d, rc, "cannot store the benchmark's figure");
 }
 
-tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
-                         const eng_case_result *r, int64_t *case_id)
+/* The case, r's checks and timings and, unless race is NULL, its races row: one transaction. */
+static tbe_status db_store(db *d, int64_t run, const char *canonical, int repeat,
+                           const eng_case_result *r, const db_race *race, int64_t *case_id)
 {
   int rc = SQLITE_OK;
   tbe_status s = db_begin_case(d, canonical, case_id, &rc);
@@ -617,7 +625,28 @@ tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
     rc = db_store_check(d, run, *case_id, repeat, r, &r->checks[i]);
   for (int i = 0; rc == SQLITE_OK && i < r->n_perf; i++)
     rc = db_store_perf(d, run, *case_id, repeat, &r->perf[i]);
+  if (rc == SQLITE_OK && race) {
+    sqlite3_stmt *st = d->ins_race;
+    const int64_t v[] = {run, *case_id, repeat, race->launches, race->distinct_outcomes,
+                         race->mismatches, race->long_runs, race->chunks};
+    for (int i = 0; i < 8; i++)
+      sqlite3_bind_int64(st, i + 1, v[i]);
+    db_bind_text(st, 9, race->variants);
+    rc = db_step(st);
+  }
   return db_end_case(d, rc, "cannot store the case's results");
+}
+
+tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
+                         const eng_case_result *r, int64_t *case_id)
+{
+  return db_store(d, run, canonical, repeat, r, NULL, case_id);
+}
+
+tbe_status db_store_race(db *d, int64_t run, const char *canonical, int repeat,
+                         const eng_case_result *r, const db_race *race, int64_t *case_id)
+{
+  return db_store(d, run, canonical, repeat, r, race, case_id);
 }
 
 tbe_status db_case_text(db *d, const char *key, char **canonical)
@@ -749,6 +778,7 @@ tbe_status db_merge(db *d, const char *src_path, int *runs_added)
   sqlite3_exec(d->h,
                "DROP TABLE IF EXISTS temp.m_runs; DROP TABLE IF EXISTS temp.m_results; "
                "DROP TABLE IF EXISTS temp.m_violations; DROP TABLE IF EXISTS temp.m_perf; "
+               "DROP TABLE IF EXISTS temp.m_races; "
                "DETACH src",
                NULL, NULL, NULL);
   *runs_added = (int)n;

@@ -16,7 +16,7 @@
 #include "engine.h"
 #include "tbe.h"
 
-#define DB_SCHEMA_VERSION 4          /* meta.schema_version of reports/schema.sql */
+#define DB_SCHEMA_VERSION 5          /* meta.schema_version of reports/schema.sql */
 #define DB_APPLICATION_ID 0x54424543 /* PRAGMA application_id: 'TBEC' */
 
 typedef struct db db;
@@ -52,6 +52,20 @@ tbe_status db_run_end(db *d, int64_t run);
  * the case is stored; TBE_EIO carries SQLite's message (e.g. disk full). */
 tbe_status db_store_case(db *d, int64_t run, const char *canonical, int repeat,
                          const eng_case_result *r, int64_t *case_id);
+
+/* A raced case (`tbecheck race`): its races row. */
+typedef struct {
+  int64_t launches;          /* backward launches compared (>= 1) */
+  int64_t distinct_outcomes; /* distinct hashes of their bits (1..launches) */
+  int64_t mismatches;        /* launches whose bits differ from the reference's */
+  int64_t long_runs, chunks; /* the GPU's counts of the first launch */
+  const char *variants;      /* each launch's schedule, in order */
+} db_race;
+
+/* Stores a raced case as db_store_case does (the case row if new, r's checks as results rows
+ * with their violations and timings), and its races row, in one transaction. */
+tbe_status db_store_race(db *d, int64_t run, const char *canonical, int repeat,
+                         const eng_case_result *r, const db_race *race, int64_t *case_id);
 
 /* One figure of a benchmark: a perf row of a bench run (db_run_info.bench set). */
 typedef struct {

@@ -497,7 +497,10 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
   gpu_bwd_config gcfg = {.long_mode = (gpu_long_mode)(bwd ? bwd->gpu_long : 0),
                          .no_bucket = bwd ? bwd->gpu_no_bucket : 0,
                          .short_width = bwd ? bwd->gpu_width : 0,
-                         .long_width = bwd ? bwd->gpu_width : 0};
+                         .long_width = bwd ? bwd->gpu_width : 0,
+                         .grid = bwd ? bwd->gpu_grid : 0,
+                         .order = (gpu_chunk_order)(bwd ? bwd->gpu_order : 0),
+                         .noise = bwd ? bwd->gpu_noise : 0};
   tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
                                 bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g,
                                 &gb);
@@ -813,9 +816,8 @@ static void eng_coordinates(const eng_output *o, const tbe_batch *b, const tbe_l
   snprintf(buf, n, "i=%lld", (long long)i);
 }
 
-static tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline,
-                                const char *path, const char *output, cmp_metric m,
-                                eng_check **out)
+tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline, const char *path,
+                         const char *output, cmp_metric m, eng_check **out)
 {
   if (res->n_checks == res->cap_checks) {
     int cap = res->cap_checks ? 2 * res->cap_checks : 16;

@@ -149,6 +149,12 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
 
 void eng_case_result_free(eng_case_result *r);
 
+/* Appends a blank check (status pass, nothing compared) of engine e to res and sets *out to it,
+ * for a command that holds outputs itself (race.c); valid until the next append. baseline,
+ * path and output must outlive res. TBE_ENOMEM if it cannot grow. */
+tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline, const char *path,
+                         const char *output, cmp_metric m, eng_check **out);
+
 /* The reference's backward for bwd on the bounds-checked batch b, on copies of its weights and
  * momentum (b is left as it was): on success *weights (in b's weight dtype), *momentum
  * (with bwd->momentum, else NULL) and *psw_grad (weighted, else NULL) are malloc'd results; on

@@ -33,6 +33,7 @@
 #include "fuzz_campaign.h"
 #include "import.h"
 #include "progress.h"
+#include "race.h"
 #include "runinfo.h"
 
 enum { EXIT_PASS = 0, EXIT_FAILURES = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
@@ -56,6 +57,8 @@ static const char usage_text[] =
     "  random N SEED              print N random valid cases\n"
     "  --version                  version, commit, build type, CUDA on or off, planted fault\n"
     "  fuzz [--seconds S]         differential campaign over the edge space, failures shrunk\n"
+    "  race [--seconds S]         the GPU backward launched again and again under varying\n"
+    "                             schedules, every launch held to the reference's bits\n"
     "\n"
     "A CASE is one line of key=value tokens (README.md), quoted as one argument; an argument\n"
     "without '=' is a case file (one case per line, '#' comments). The database is\n"
@@ -1127,7 +1130,7 @@ static int cmd_report(int argc, char **argv)
     return rc;
   if (optind != argc)
     return usage_error(report_usage);
-  enum { INFO, CAMPAIGN, SUM, DRIFT, COMMITS, PERF, NTABLES };
+  enum { INFO, CAMPAIGN, SUM, DRIFT, COMMITS, PERF, RACES, NTABLES };
   db *d;
   db_table t[NTABLES] = {{0}};
   int64_t run = 0;
@@ -1139,7 +1142,7 @@ static int cmd_report(int argc, char **argv)
   if (st.code == TBE_OK && !o.html) {
     db_param p[3] = {{":run", NULL, run}, {":campaign", NULL, 1}, {":since", o.since, 0}};
     static const char *const names[NTABLES] = {NULL, "campaign", "summary", "drift",
-                                               "commit_drift", "perf_drift"};
+                                               "commit_drift", "perf_drift", "races"};
     for (int k = CAMPAIGN; st.code == TBE_OK && k < NTABLES; k++)
       st = db_query(d, names[k], p, 3, &t[k]);
   }
@@ -1162,6 +1165,10 @@ static int cmd_report(int argc, char **argv)
     }
     putchar('\n');
     print_table(&t[SUM], 0);
+    if (t[RACES].nrows)
+      print_section("races of the run (reports/queries/races.sql): backward launches per case "
+                    "under varying schedules, distinct outcomes, launches unlike the reference",
+                    &t[RACES], "");
     print_drift(&t[DRIFT]);
     print_section("numeric drift across commits (reports/queries/commit_drift.sql): per path and "
                   "code in commit order, the worst error/bound ratio and the outputs whose bits "
@@ -1359,6 +1366,11 @@ static int print_version(void)
   return EXIT_PASS;
 }
 
+static int race_cmd(int argc, char **argv)
+{
+  return race_command(argc, argv, TBE_VERSION, TBE_CUDA_VERSION[0] ? TBE_CUDA_VERSION : NULL);
+}
+
 int main(int argc, char **argv)
 {
   signal(SIGPIPE, SIG_IGN); /* a dead oracle worker is an error, not our end */
@@ -1377,6 +1389,7 @@ int main(int argc, char **argv)
     {"merge", cmd_merge},
     {"random", cmd_random},
     {"fuzz", fuzz_command},
+    {"race", race_cmd},
   };
   if (argc < 2)
     return usage_error(usage_text);

@@ -144,5 +144,30 @@ CREATE TABLE perf (
 );
 CREATE INDEX perf_run ON perf (run);
 
+-- One row per case of a `tbecheck race` run: the GPU backward of one session launched again and
+-- again under varying schedules (bwd.grid, bwd.order, bwd.noise), each launch's bits compared
+-- with the reference's. A mismatch is also a failed results row (path 'backward.race').
+CREATE TABLE races (
+  id                INTEGER PRIMARY KEY,
+  run               INTEGER NOT NULL REFERENCES runs (id),
+  case_id           INTEGER NOT NULL REFERENCES cases (id),
+  repeat            INTEGER NOT NULL CHECK (repeat >= 0),   -- the case's how-many-th race in
+                                                  -- the run (0 unless listed twice)
+  launches          INTEGER NOT NULL CHECK (launches >= 1), -- backward launches compared
+  distinct_outcomes INTEGER NOT NULL CHECK (distinct_outcomes BETWEEN 1 AND launches), --
+                                                  -- distinct hashes of weights, momentum and
+                                                  -- psw_grad over the launches (1: every launch
+                                                  -- gave the same bits)
+  mismatches        INTEGER NOT NULL CHECK (mismatches BETWEEN 0 AND launches), -- launches
+                                                  -- whose bits differ from the reference's
+  long_runs         INTEGER NOT NULL CHECK (long_runs >= 0), -- long runs of the case (GPU's
+                                                  -- count, first launch)
+  chunks            INTEGER NOT NULL CHECK (chunks >= 0),    -- their chunk programs
+  variants          TEXT NOT NULL CHECK (length(variants) > 0), -- the schedule of each launch,
+                                                  -- in order: 'grid=0 order=asc noise=0; ...'
+                                                  -- (grid 0: the policy)
+  UNIQUE (run, case_id, repeat)
+);
+
 INSERT INTO meta (one, schema_version, created)
-VALUES (1, 4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+VALUES (1, 5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));

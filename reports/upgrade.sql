@@ -23,3 +23,28 @@ UPDATE meta SET schema_version = 3;
 -- 3 -> 4: results.baseline takes 'model' (the small-table path held to the tensor-core model's
 -- bits); harness/db.c widens that CHECK before these steps run, this step records it.
 UPDATE meta SET schema_version = 4;
+
+-- 4 -> 5: races, the outcomes of `tbecheck race` (schema.sql says what each column holds).
+-- Earlier runs raced nothing, so the table starts empty.
+CREATE TABLE races (
+  id                INTEGER PRIMARY KEY,
+  run               INTEGER NOT NULL REFERENCES runs (id),
+  case_id           INTEGER NOT NULL REFERENCES cases (id),
+  repeat            INTEGER NOT NULL CHECK (repeat >= 0),   -- the case's how-many-th race in
+                                                  -- the run (0 unless listed twice)
+  launches          INTEGER NOT NULL CHECK (launches >= 1), -- backward launches compared
+  distinct_outcomes INTEGER NOT NULL CHECK (distinct_outcomes BETWEEN 1 AND launches), --
+                                                  -- distinct hashes of weights, momentum and
+                                                  -- psw_grad over the launches (1: every launch
+                                                  -- gave the same bits)
+  mismatches        INTEGER NOT NULL CHECK (mismatches BETWEEN 0 AND launches), -- launches
+                                                  -- whose bits differ from the reference's
+  long_runs         INTEGER NOT NULL CHECK (long_runs >= 0), -- long runs of the case (GPU's
+                                                  -- count, first launch)
+  chunks            INTEGER NOT NULL CHECK (chunks >= 0),    -- their chunk programs
+  variants          TEXT NOT NULL CHECK (length(variants) > 0), -- the schedule of each launch,
+                                                  -- in order: 'grid=0 order=asc noise=0; ...'
+                                                  -- (grid 0: the policy)
+  UNIQUE (run, case_id, repeat)
+);
+UPDATE meta SET schema_version = 5;

@@ -1,0 +1,113 @@
+/* race_test.c: what `tbecheck race` does without a GPU: its schedule cycle covers every
+ * combination, its drawn cases parse, generate and run through the reference with the long runs
+ * they promise, and the reference helper keeps the batch pristine. Not the race itself (the GPU
+ * test cli_race runs it on the GPU host).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "race.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                  \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      failures++;                                                                         \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      printf(__VA_ARGS__);                                                                \
+      printf("\n");                                                                       \
+    }                                                                                     \
+  } while (0)
+
+static void test_cycle(void)
+{
+  int seen[RACE_CYCLE] = {0}, grid, order, noise;
+  race_variant(0, &grid, &order, &noise);
+  CHECK(grid == 0 && order == 0 && noise == 0, "launch 0 is not today's schedule");
+  int grids[RACE_CYCLE], ng = 0;
+  for (int k = 0; k < RACE_CYCLE; k++) {
+    race_variant(k, &grid, &order, &noise);
+    int g = 0;
+    while (g < ng && grids[g] != grid)
+      g++;
+    if (g == ng)
+      grids[ng++] = grid;
+    CHECK(order >= 0 && order < 3 && (noise == 0 || noise == 1) && grid >= 0, "launch %d", k);
+    seen[(g * 3 + order) * 2 + noise]++;
+  }
+  CHECK(ng * 6 == RACE_CYCLE, "%d grids in a cycle of %d", ng, RACE_CYCLE);
+  for (int i = 0; i < RACE_CYCLE; i++)
+    CHECK(seen[i] == 1, "combination %d taken %d times in one cycle", i, seen[i]);
+}
+
+/* Every drawn case parses, generates with its hot rows, and runs through the reference; it is
+ * fused and deterministic, with an optimizer, a small chunk and threshold, and a hot row long
+ * enough for 4 chunk programs; the batch comes back pristine. */
+static void test_draws(void)
+{
+  int weighted = 0, adagrad = 0, sr = 0;
+  for (uint64_t i = 0; i < 40; i++) {
+    char text[2048];
+    race_draw(7, i, 1, text, sizeof text);
+    tbe_case *c;
+    tbe_status s = case_parse(text, &c);
+    CHECK(s.code == TBE_OK, "draw %d '%s' does not parse: %s", (int)i, text, s.message);
+    if (s.code != TBE_OK)
+      continue;
+    const tbe_knobs *k = case_knobs(c);
+    CHECK(k->bwd_long == 1 && k->bwd.combine == REF_COMBINE_DETERMINISTIC &&
+              k->bwd.opt.kind != REF_OPT_NONE && k->bwd.chunk <= 32 && k->bwd.threshold <= 64,
+          "draw '%s' is not a fused deterministic race", text);
+    CHECK(c->num_hot >= 1 && c->hot[0].sl >= k->bwd.threshold &&
+              c->hot[0].sl >= 4 * k->bwd.chunk, "draw '%s' has no long run of 4 chunks", text);
+    weighted += c->weighted;
+    adagrad += k->bwd.opt.kind == REF_OPT_ROWWISE_ADAGRAD;
+    sr += k->bwd.opt.sr;
+    race_ref r;
+    s = race_ref_run(c, &r);
+    CHECK(s.code == TBE_OK && r.bounds.code == TBE_OK && r.w && r.out,
+          "draw '%s': the reference: %s", text, s.message);
+    tbe_batch b;
+    gen_bwd bwd;
+    if (s.code == TBE_OK && gen_case(c, &b, &bwd).code == TBE_OK) {
+      size_t isz = tbe_itype_size(b.itype);
+      CHECK(!memcmp(b.indices, r.b.indices, isz * (size_t)b.N) &&
+                !memcmp(b.offsets, r.b.offsets, isz * (size_t)(r.l.total_B + 1)),
+            "draw '%s': the batch is not pristine after the reference", text);
+      CHECK((r.m != NULL) == (k->bwd.opt.kind == REF_OPT_ROWWISE_ADAGRAD) &&
+                (r.psw != NULL) == (c->weighted != 0), "draw '%s': outputs", text);
+      gen_case_free(&b, &bwd);
+    }
+    race_ref_free(&r);
+    case_free(c);
+  }
+  CHECK(weighted && adagrad && sr && weighted < 40 && adagrad < 40,
+        "40 draws: %d weighted, %d Adagrad, %d stochastic rounding", weighted, adagrad, sr);
+}
+
+/* A FATAL offender stops the call: no output, no backward, no error. */
+static void test_fatal(void)
+{
+  tbe_case *c;
+  case_parse("B=8 L=3 invalid=0.5 bounds=fatal opt=sgd", &c);
+  race_ref r;
+  tbe_status s = race_ref_run(c, &r);
+  CHECK(s.code == TBE_OK && r.bounds.code == TBE_EBOUNDS && !r.out && !r.w,
+        "FATAL: %s / %s", s.message, r.bounds.message);
+  race_ref_free(&r);
+  case_free(c);
+}
+
+int main(void)
+{
+  test_cycle();
+  test_draws();
+  test_fatal();
+  if (failures)
+    return 1;
+  printf("all checks passed\n");
+  return 0;
+}
