@@ -50,6 +50,15 @@ double footprint_max_lookups(const tbe_case *c, int32_t j)
   return bags * fp_L(c).max;
 }
 
+double footprint_lookups(const tbe_case *c, int32_t j)
+{
+  double bags = 0;
+  for (int32_t t = 0; t < c->T; t++)
+    if (c->map[t] == j)
+      bags += fp_bags(c, t).mean;
+  return bags * fp_L(c).mean;
+}
+
 static int64_t fp_bytes(double x) { return x >= 9.2e18 ? INT64_MAX : (int64_t)x; }
 
 void footprint_case(const tbe_case *c, int with_gpu, footprint *f)
