@@ -38,6 +38,9 @@ static const char fuzz_usage[] =
     "through the engines and stores it in the database as `run` does. Each failure is shrunk to\n"
     "a minimal case failing the same comparison, stored too, and printed with its reproducer;\n"
     "`tbecheck list --failed` shows both. A progress line shows cases/s, failures, time left.\n"
+    "The budget holds to about 1 s: a case starts only if its estimated time fits what is left\n"
+    "plus 1 s; a draw too big for that is reported (BIG) and redrawn smaller or skipped, and a\n"
+    "shrink still going at the end stops with the smallest failing case found (cut short).\n"
     "  --engines LIST         from ref,gpu,oracle (default all; ref always)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
     "  --inject-fault E:O[@I] test the tester, as in `tbecheck run`\n"
@@ -201,16 +204,15 @@ static double min_rows(const tbe_case *c, int32_t j)
   return (double)(c->E.kind == CASE_LIST ? c->E.list[j] : c->E.lo);
 }
 
-/* The expected share of table j's lookups that its hottest drawn row gets (twice the uniform
- * share; zipf's row 0, from at least its first 10^5 terms). */
+/* The expected share of table j's lookups that its hottest drawn row gets: twice the uniform
+ * share, or zipf's row 0, 1 / H(E, alpha), with H bounded below by its integral. */
 static double top_share(const tbe_case *c, int32_t j)
 {
-  double E = min_rows(c, j), h = 0;
+  double E = min_rows(c, j), a = c->alpha;
   if (c->dist == CASE_DIST_UNIFORM)
     return E > 2 ? 2 / E : 1;
-  for (double k = 1; k <= E && k <= 1e5; k++)
-    h += pow(k, -c->alpha);
-  return 1 / h;
+  double h = fabs(a - 1) < 1e-9 ? log(E + 1) : (pow(E + 1, 1 - a) - 1) / (1 - a);
+  return h > 1 ? 1 / h : 1;
 }
 
 double fuzz_cost_ms(const tbe_case *c, unsigned engines)
@@ -218,28 +220,28 @@ double fuzz_cost_ms(const tbe_case *c, unsigned engines)
   footprint f;
   footprint_case(c, (engines >> ENG_GPU) & 1u, &f);
   double ms = COST_CASE_MS + COST_BYTE_MS * (double)f.host;
-  const ref_bwd_config *bwd = &c->knobs.bwd;
+  if (!(engines & (1u << ENG_ORACLE)))
+    return ms;
   double N = 0, run = 0; /* lookups; the longest run of one row */
   for (int32_t j = 0; j < c->num_tables; j++) {
     double n = footprint_lookups(c, j);
     N += n;
     run = fmax(run, n * top_share(c, j));
   }
+  ms += COST_CHECK_MS * N; /* the oracle's bounds check */
   int corrupt = 0;
   for (int k = 0; k < CASE_CORRUPT_KINDS; k++)
     corrupt |= c->corrupt[k] != 0;
-  int stops = c->bounds == TBE_BOUNDS_FATAL && /* at the bounds check: no forward, no backward */
-              (corrupt || (c->invalid_kind != CASE_INVALID_PRUNED && c->invalid * N >= 10));
-  if (!(engines & (1u << ENG_ORACLE)))
+  if (c->bounds == TBE_BOUNDS_FATAL && /* it stops at the bounds check */
+      (corrupt || (c->invalid_kind != CASE_INVALID_PRUNED && c->invalid * N >= 10)))
     return ms;
-  ms += COST_CHECK_MS * N; /* the oracle's bounds check */
-  if (stops)
-    return ms;
+  const ref_bwd_config *bwd = &c->knobs.bwd;
   if (bwd->opt.kind == REF_OPT_NONE)
     return ms + COST_LOOKUP_MS * N;
   for (int32_t i = 0; i < c->num_hot; i++)
     run = fmax(run, (double)c->hot[i].sl);
-  double steps = run < (double)bwd->threshold ? run : run / (double)bwd->chunk + (double)bwd->chunk;
+  double chunk = (double)bwd->chunk;
+  double steps = run < (double)bwd->threshold ? run : run / chunk + chunk;
   return ms + COST_BWD_LOOKUP_MS * N + COST_STEP_MS * steps;
 }
 
@@ -577,8 +579,8 @@ int fuzz_command(int argc, char **argv)
     if ((o.eng.engines & (1u << e)) && !eng_unavailable(x, (eng_id)e))
       bu.engines |= 1u << e;
   long long done = 0, redrawn = 0, skipped = 0;
-  for (uint64_t i = 0; rc < 0 && eng_now_ms() < bu.end_ms && (o.max_cases < 0 || done < o.max_cases);
-       i++) {
+  for (uint64_t i = 0;
+       rc < 0 && eng_now_ms() < bu.end_ms && (o.max_cases < 0 || done < o.max_cases); i++) {
     drawn dr;
     next_case(o.seed, i, &bu, &dr);
     if (dr.big) {
@@ -629,7 +631,7 @@ int fuzz_command(int argc, char **argv)
     }
   }
   if (rc < 0) {
-    printf("%srun %lld: %lld cases in %.1f s of %g, %d failed (shrunk reproducers above), "
+    printf("%srun %lld: %lld cases in %.1f s (budget %g s), %d failed (shrunk reproducers above), "
            "%lld drawn too big for the time left (%lld redrawn smaller, %lld skipped); "
            "results in %s\n",
            live ? "\r\033[K" : "", (long long)run, done, (eng_now_ms() - t0) / 1000, o.seconds,

@@ -100,8 +100,8 @@ db = os.path.join(work, "fits.db")
 rc, out, err, secs = timed("fuzz", "--seconds", "30", "--max-cases", "2", "--seed", "22", *oracle,
                            "--db", db)
 with sqlite3.connect(db) as c:
-    hot = c.execute("SELECT COUNT(*) FROM cases WHERE canonical LIKE '%hot=0:1:1000000%'").fetchone()
-check(rc == 0 and hot[0] == 1 and "0 drawn too big" in out,
+    hot = c.execute("SELECT COUNT(*) FROM cases WHERE canonical LIKE '%hot=0:1:1000000%'")
+check(rc == 0 and hot.fetchone()[0] == 1 and "0 drawn too big" in out,
       f"seed 22: draw 1 did not run: exit {rc}\n{out}\n{err}")
 # a failure that needs all 2 10^6 lookups (a fault on the last index): every shrink candidate
 # is as big, and the shrink stops at the budget's end with what it has, which still fails
