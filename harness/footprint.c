@@ -41,14 +41,22 @@ static fp_range fp_L(const tbe_case *c)
   return fp_spec(&c->L, 0);
 }
 
-double footprint_max_lookups(const tbe_case *c, int32_t j)
+/* Lookups of the features of table j. */
+static fp_range fp_lookups(const tbe_case *c, int32_t j)
 {
-  double bags = 0;
+  fp_range bags = {0, 0}, L = fp_L(c);
   for (int32_t t = 0; t < c->T; t++)
-    if (c->map[t] == j)
-      bags += fp_bags(c, t).max;
-  return bags * fp_L(c).max;
+    if (c->map[t] == j) {
+      fp_range b = fp_bags(c, t);
+      bags.mean += b.mean;
+      bags.max += b.max;
+    }
+  return (fp_range){bags.mean * L.mean, bags.max * L.max};
 }
+
+double footprint_max_lookups(const tbe_case *c, int32_t j) { return fp_lookups(c, j).max; }
+
+double footprint_lookups(const tbe_case *c, int32_t j) { return fp_lookups(c, j).mean; }
 
 static int64_t fp_bytes(double x) { return x >= 9.2e18 ? INT64_MAX : (int64_t)x; }
 

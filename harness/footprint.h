@@ -17,6 +17,9 @@
 /* The most lookups the features of table j can make: every bag at its largest B and L. */
 double footprint_max_lookups(const tbe_case *c, int32_t j);
 
+/* The expected lookups of the features of table j: every bag at its expected B and L. */
+double footprint_lookups(const tbe_case *c, int32_t j);
+
 /* Estimated peak memory of running case c, in bytes (saturated at INT64_MAX). */
 typedef struct {
   int64_t host; /* generation, the reference (forward, exact twin, backward), the GPU engine's

@@ -9,6 +9,7 @@
 #include "fuzz_campaign.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "case.h"
 #include "db.h"
 #include "engine.h"
+#include "footprint.h"
 #include "prng.h"
 #include "runinfo.h"
 #include "shrink.h"
@@ -25,6 +27,7 @@
 #define FUZZ_STREAM 0xF022
 #define MAX_TOKENS 64
 #define SHRINK_TRIES 300
+#define GRACE_MS 1000.0 /* a case starts only if its estimate fits the time left plus this */
 
 static const char fuzz_usage[] =
     "usage: tbecheck fuzz [--seconds S] [--seed X] [--engines LIST] [--db PATH]\n"
@@ -35,6 +38,9 @@ static const char fuzz_usage[] =
     "through the engines and stores it in the database as `run` does. Each failure is shrunk to\n"
     "a minimal case failing the same comparison, stored too, and printed with its reproducer;\n"
     "`tbecheck list --failed` shows both. A progress line shows cases/s, failures, time left.\n"
+    "The budget holds to about 1 s: a case starts only if its estimated time fits what is left\n"
+    "plus 1 s; a draw too big for that is reported (BIG) and redrawn smaller or skipped, and a\n"
+    "shrink still going at the end stops with the smallest failing case found (cut short).\n"
     "  --engines LIST         from ref,gpu,oracle (default all; ref always)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
     "  --inject-fault E:O[@I] test the tester, as in `tbecheck run`\n"
@@ -176,12 +182,106 @@ int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
   return (int)len;
 }
 
+/* ---- what a case costs ---- */
+
+/* Upper estimates of one case's wall time, measured on a loaded 2-core x86 host over drawn cases
+ * (SL 10^6 ones included; the NumPy oracle dominates those): a fixed cost per case (generation,
+ * export, the oracle's round trip), the reference, exact twins and comparisons by the bytes
+ * footprint.h says a run touches, the oracle by lookups (its backward several times slower per
+ * lookup) plus one Python step per chunk of the longest run of one row; a case that FATAL stops
+ * at the bounds check (a corruption, or some ten invalid indices expected) costs the oracle
+ * only its bounds check. */
+#define COST_CASE_MS 300.0
+#define COST_BYTE_MS 3e-6
+#define COST_CHECK_MS 2e-4
+#define COST_LOOKUP_MS 1.5e-3
+#define COST_BWD_LOOKUP_MS 5e-3
+#define COST_STEP_MS 0.02
+
+/* The fewest rows table j can have. */
+static double min_rows(const tbe_case *c, int32_t j)
+{
+  return (double)(c->E.kind == CASE_LIST ? c->E.list[j] : c->E.lo);
+}
+
+/* The expected share of table j's lookups that its hottest drawn row gets: twice the uniform
+ * share, or zipf's row 0, 1 / H(E, alpha), with H bounded below by its integral. */
+static double top_share(const tbe_case *c, int32_t j)
+{
+  double E = min_rows(c, j), a = c->alpha;
+  if (c->dist == CASE_DIST_UNIFORM)
+    return E > 2 ? 2 / E : 1;
+  double h = fabs(a - 1) < 1e-9 ? log(E + 1) : (pow(E + 1, 1 - a) - 1) / (1 - a);
+  return h > 1 ? 1 / h : 1;
+}
+
+double fuzz_cost_ms(const tbe_case *c, unsigned engines)
+{
+  footprint f;
+  footprint_case(c, (engines >> ENG_GPU) & 1u, &f);
+  double ms = COST_CASE_MS + COST_BYTE_MS * (double)f.host;
+  if (!(engines & (1u << ENG_ORACLE)))
+    return ms;
+  double N = 0, run = 0; /* lookups; the longest run of one row */
+  for (int32_t j = 0; j < c->num_tables; j++) {
+    double n = footprint_lookups(c, j);
+    N += n;
+    run = fmax(run, n * top_share(c, j));
+  }
+  ms += COST_CHECK_MS * N; /* the oracle's bounds check */
+  int corrupt = 0;
+  for (int k = 0; k < CASE_CORRUPT_KINDS; k++)
+    corrupt |= c->corrupt[k] != 0;
+  if (c->bounds == TBE_BOUNDS_FATAL && /* it stops at the bounds check */
+      (corrupt || (c->invalid_kind != CASE_INVALID_PRUNED && c->invalid * N >= 10)))
+    return ms;
+  const ref_bwd_config *bwd = &c->knobs.bwd;
+  if (bwd->opt.kind == REF_OPT_NONE)
+    return ms + COST_LOOKUP_MS * N;
+  for (int32_t i = 0; i < c->num_hot; i++)
+    run = fmax(run, (double)c->hot[i].sl);
+  double chunk = (double)bwd->chunk;
+  double steps = run < (double)bwd->threshold ? run : run / chunk + chunk;
+  return ms + COST_BWD_LOOKUP_MS * N + COST_STEP_MS * steps;
+}
+
+/* The campaign's clock: its end, and how much slower than estimated cases have run. */
+typedef struct {
+  double end_ms;   /* the budget's end */
+  double slow;     /* >= 1: the largest ratio of a case's time to its estimate (estimates of a
+                    * second or more) seen so far, applied to every later estimate */
+  unsigned engines; /* the engines that run here (the estimate's) */
+} budget;
+
+/* The estimate of c on this machine, so far. */
+static double budget_cost(const budget *b, const tbe_case *c)
+{
+  return b->slow * fuzz_cost_ms(c, b->engines);
+}
+
+/* 1 if c can start now and be done by the end (plus the grace). */
+static int budget_fits(const budget *b, const tbe_case *c, double *est)
+{
+  *est = budget_cost(b, c);
+  return eng_now_ms() + *est <= b->end_ms + GRACE_MS;
+}
+
+/* Learns from a case run in ms. */
+static void budget_learn(budget *b, const tbe_case *c, double ms)
+{
+  double est = fuzz_cost_ms(c, b->engines);
+  if (est >= 1000)
+    b->slow = fmax(b->slow, ms / est);
+}
+
 /* ---- the campaign ---- */
 
 typedef struct {
   eng_ctx *x;
-  const eng_check *sig; /* the failure's comparison */
-  int runs_failed;      /* a candidate could not be run (out of memory): stop */
+  budget *bu;
+  const eng_check *sig;  /* the failure's comparison */
+  eng_case_result best;  /* the result of the last candidate that still failed ... */
+  int have_best;         /* ... if there is one */
 } same_failure;
 
 static int fails_like(const eng_case_result *r, const eng_check *sig)
@@ -195,43 +295,84 @@ static int fails_like(const eng_case_result *r, const eng_check *sig)
   return 0;
 }
 
+/* The shrinker's predicate: runs a candidate that fits the budget, keeping its result when it
+ * still fails (the shrunk case is stored from it, not run again). */
 static int still_fails(const char *canon, void *ctx)
 {
   same_failure *f = ctx;
   tbe_case *c;
   if (case_parse(canon, &c).code != TBE_OK)
     return 0;
+  double est;
+  if (!budget_fits(f->bu, c, &est)) {
+    case_free(c);
+    return SHRINK_NO_TIME;
+  }
   eng_case_result r;
+  double t0 = eng_now_ms();
   tbe_status s = eng_run_case(f->x, c, canon, &r);
-  int ok = s.code == TBE_OK ? fails_like(&r, f->sig) : -1;
-  eng_case_result_free(&r);
+  budget_learn(f->bu, c, eng_now_ms() - t0);
   case_free(c);
-  return ok;
+  int fails = s.code == TBE_OK ? fails_like(&r, f->sig) : SHRINK_ERROR;
+  if (fails != 1) {
+    eng_case_result_free(&r);
+    return fails;
+  }
+  if (f->have_best)
+    eng_case_result_free(&f->best);
+  f->best = r;
+  f->have_best = 1;
+  return 1;
 }
 
-/* The canonical text of a drawn case that parses and generates (edges lowered until it does). */
-static char *next_case(uint64_t seed, uint64_t index, tbe_case **out)
+/* A drawn case, or why none runs at its index. */
+typedef struct {
+  tbe_case *c;    /* NULL: none */
+  char *canon;    /* its canonical text (malloc'd) */
+  char *big;      /* NULL, or the canonical text of the draw that was too big for the time left
+                   * (malloc'd): c is then that draw with fewer edges, or NULL (skipped) */
+  double big_ms;  /* that draw's estimate */
+} drawn;
+
+static char *format_case(const tbe_case *c)
 {
+  int n = case_format(c, NULL, 0);
+  char *s = malloc((size_t)n + 1);
+  if (s)
+    case_format(c, s, (size_t)n + 1);
+  return s;
+}
+
+/* Draws case `index`: the first text, lowering its edges, that parses, fits the budget and
+ * generates. */
+static void next_case(uint64_t seed, uint64_t index, const budget *bu, drawn *d)
+{
+  *d = (drawn){0};
   char text[4096];
   for (int edges = 4; edges >= 0; edges--) {
     fuzz_draw(seed, index, edges, text, sizeof text);
     tbe_case *c;
     if (case_parse(text, &c).code != TBE_OK)
       continue;
+    double est;
+    if (!budget_fits(bu, c, &est)) {
+      if (!d->big) {
+        d->big = format_case(c);
+        d->big_ms = est;
+      }
+      case_free(c);
+      continue;
+    }
     tbe_batch b;
     if (case_generate(c, &b).code != TBE_OK) {
       case_free(c);
       continue;
     }
     tbe_batch_free(&b);
-    int n = case_format(c, NULL, 0);
-    char *canon = malloc((size_t)n + 1);
-    if (canon)
-      case_format(c, canon, (size_t)n + 1);
-    *out = c;
-    return canon;
+    d->c = c;
+    d->canon = format_case(c);
+    return;
   }
-  return NULL;
 }
 
 typedef struct {
@@ -337,41 +478,38 @@ static const eng_check *first_failure(const eng_case_result *r)
   return NULL;
 }
 
-/* Shrinks a failing case, stores the minimal one and prints both. Returns 0 or an exit code. */
-static int shrink_failure(eng_ctx *x, stored *t, const char *canon, const eng_case_result *r,
-                          int64_t id)
+/* Shrinks a failing case within the budget, stores the smallest failing one found and prints
+ * both. Returns 0 or an exit code. */
+static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
+                          const eng_case_result *r, int64_t id)
 {
   const eng_check *sig = first_failure(r);
   printf("FAIL  case %-5lld %s\n      %s:%s %s %s: %s: %s\n", (long long)id, canon,
          eng_name(sig->engine), sig->baseline, sig->path, sig->output,
          eng_status_name(sig->status), sig->reason);
-  same_failure f = {x, sig, 0};
+  fflush(stdout);
+  same_failure f = {.x = x, .bu = bu, .sig = sig};
   char *small;
   shrink_stats st;
-  tbe_status s = shrink_case(canon, still_fails, &f, SHRINK_TRIES, &small, &st);
+  tbe_status s = shrink_case(canon, still_fails, &f, SHRINK_TRIES, bu->end_ms + GRACE_MS, &small,
+                             &st);
   if (s.code != TBE_OK) {
     fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
     return 3;
   }
   int rc = 0;
-  if (strcmp(small, canon)) {
-    tbe_case *c;
-    eng_case_result rs;
+  if (f.have_best) {
     int64_t sid = 0;
-    s = case_parse(small, &c);
-    if (s.code == TBE_OK) {
-      s = eng_run_case(x, c, small, &rs);
-      if (s.code == TBE_OK)
-        rc = store(t, small, &rs, &sid);
-      eng_case_result_free(&rs);
-      case_free(c);
-    }
-    if (s.code != TBE_OK) {
-      fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
-      rc = 3;
-    }
+    rc = store(t, small, &f.best, &sid);
+    eng_case_result_free(&f.best);
     printf("      shrunk in %d tries (%d kept) to case %lld: %s\n", st.tries, st.accepted,
            (long long)sid, small);
+    if (st.stopped != SHRINK_DONE)
+      printf("      shrink cut short (%s): the smallest failing case so far\n",
+             shrink_stop_reason(st.stopped));
+  } else if (st.stopped != SHRINK_DONE) {
+    printf("      not shrunk: cut short (%s) after %d tries\n", shrink_stop_reason(st.stopped),
+           st.tries);
   } else {
     printf("      already minimal (%d tries)\n", st.tries);
   }
@@ -413,6 +551,16 @@ static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ct
   return -1;
 }
 
+/* Prints why draw i was too big for the time left, and what ran instead. */
+static void report_big(const drawn *dr, uint64_t i, double left_ms, int live)
+{
+  printf("%sBIG   draw %llu needs about %.1f s, %.1f s are left: %s\n      %s\n",
+         live ? "\r\033[K" : "", (unsigned long long)i, dr->big_ms / 1000,
+         left_ms > 0 ? left_ms / 1000 : 0.0, dr->big,
+         dr->c ? "redrawn smaller (fewer edges)" : "skipped");
+  fflush(stdout);
+}
+
 int fuzz_command(int argc, char **argv)
 {
   fuzz_options o;
@@ -425,40 +573,53 @@ int fuzz_command(int argc, char **argv)
   rc = open_run(&o, argc, argv, &d, &x, &run);
   stored t = {d, run, NULL, NULL, 0, 0};
   int live = isatty(STDOUT_FILENO), failed = 0;
-  double t0 = eng_now_ms(), shown = t0, end = t0 + o.seconds * 1000;
-  long long done = 0;
-  for (uint64_t i = 0; rc < 0 && eng_now_ms() < end && (o.max_cases < 0 || done < o.max_cases);
-       i++) {
-    tbe_case *c;
-    char *canon = next_case(o.seed, i, &c);
-    if (!canon)
+  double t0 = eng_now_ms(), shown = t0;
+  budget bu = {t0 + o.seconds * 1000, 1, 0};
+  for (int e = 0; rc < 0 && e < ENG_COUNT; e++)
+    if ((o.eng.engines & (1u << e)) && !eng_unavailable(x, (eng_id)e))
+      bu.engines |= 1u << e;
+  long long done = 0, redrawn = 0, skipped = 0;
+  for (uint64_t i = 0;
+       rc < 0 && eng_now_ms() < bu.end_ms && (o.max_cases < 0 || done < o.max_cases); i++) {
+    drawn dr;
+    next_case(o.seed, i, &bu, &dr);
+    if (dr.big) {
+      redrawn += dr.c != NULL;
+      skipped += dr.c == NULL;
+      report_big(&dr, i, bu.end_ms - eng_now_ms(), live);
+      free(dr.big);
+    }
+    if (!dr.c)
       continue;
-    eng_case_result r;
+    eng_case_result r = {0};
     int64_t id = 0;
-    tbe_status s = eng_run_case(x, c, canon, &r);
+    double c0 = eng_now_ms();
+    tbe_status s = dr.canon ? eng_run_case(x, dr.c, dr.canon, &r)
+                            : tbe_error(TBE_ENOMEM, "fuzz", -1, "out of memory");
+    budget_learn(&bu, dr.c, eng_now_ms() - c0);
     if (s.code != TBE_OK) {
       fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
       rc = 3;
-    } else if ((rc = store(&t, canon, &r, &id)) == 0) {
+    } else if ((rc = store(&t, dr.canon, &r, &id)) == 0) {
       rc = -1;
       done++;
       if (eng_case_failed(&r)) {
         failed++;
         if (live)
           printf("\r\033[K");
-        int k = shrink_failure(x, &t, canon, &r, id);
+        int k = shrink_failure(x, &bu, &t, dr.canon, &r, id);
         rc = k ? k : -1;
       }
     }
     eng_case_result_free(&r);
-    case_free(c);
-    free(canon);
+    case_free(dr.c);
+    free(dr.canon);
     double now = eng_now_ms();
     if (live || now - shown > 5000) {
       shown = now;
-      printf("%sfuzz: %lld cases, %.1f cases/s, %d failed, %.0f s left%s", live ? "\r\033[K" : "",
-             done, done / ((now - t0) / 1000), failed, now < end ? (end - now) / 1000 : 0.0,
-             live ? "" : "\n");
+      printf("%sfuzz: %lld cases, %.1f cases/s, %d failed, %lld too big, %.0f s left%s",
+             live ? "\r\033[K" : "", done, done / ((now - t0) / 1000), failed, redrawn + skipped,
+             now < bu.end_ms ? (bu.end_ms - now) / 1000 : 0.0, live ? "" : "\n");
       fflush(stdout);
     }
   }
@@ -470,9 +631,11 @@ int fuzz_command(int argc, char **argv)
     }
   }
   if (rc < 0) {
-    printf("%srun %lld: %lld cases in %.0f s, %d failed (shrunk reproducers above); results in %s\n",
-           live ? "\r\033[K" : "", (long long)run, done, (eng_now_ms() - t0) / 1000, failed,
-           o.db_path);
+    printf("%srun %lld: %lld cases in %.1f s (budget %g s), %d failed (shrunk reproducers above), "
+           "%lld drawn too big for the time left (%lld redrawn smaller, %lld skipped); "
+           "results in %s\n",
+           live ? "\r\033[K" : "", (long long)run, done, (eng_now_ms() - t0) / 1000, o.seconds,
+           failed, redrawn + skipped, redrawn, skipped, o.db_path);
     rc = failed ? 1 : 0;
   }
   free(t.hash);

@@ -2,6 +2,8 @@
 """fuzz_campaign_test.py: tests of `tbecheck fuzz`: a clean campaign stores every case with its
 canonical text; with a planted fault (--inject-fault) every failure is shrunk to a smaller case
 that still fails the same comparison, is listed by `list --failed`, and `replay` reproduces it.
+The budget holds: a draw of 10^6 lookups too big for the time left is reported and redrawn
+smaller, one that fits runs, and a shrink out of time stops with the smallest failing case.
 Not the CLI tests of the other commands (cli_test.py).
 
 usage: fuzz_campaign_test.py TBECHECK WORKDIR     exit 0 pass, 1 fail, 77 skip (no NumPy)
@@ -12,13 +14,21 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 
+GRACE = 5  # seconds a campaign may end past its budget here: its own 1 s, and a loaded machine
 ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
 
 
 def tb(*args):
     r = subprocess.run([TB, *args], capture_output=True, text=True, env=ENV)
     return r.returncode, r.stdout, r.stderr
+
+
+def timed(*args):
+    t0 = time.monotonic()
+    r = tb(*args)
+    return (*r, time.monotonic() - t0)
 
 
 def check(cond, what):
@@ -74,4 +84,36 @@ for _, _, _, small in pairs:
     rc, out2, err2 = tb("replay", small, *fault)
     check(rc == 1 and re.search(r"oracle:ref +forward +output +bitwise +fail", out2),
           f"replay '{small}' does not fail the same comparison: exit {rc}\n{out2}")
+
+# the budget. Seed 239's draw 7 (SL 10^6, chunk 1, about 20 s here) is too big for 10 s: it is
+# reported and redrawn smaller, and the campaign stops after its 8 cases well within the budget
+oracle = ["--engines", "ref,oracle"]
+rc, out, err, secs = timed("fuzz", "--seconds", "10", "--max-cases", "8", "--seed", "239",
+                           *oracle, "--db", os.path.join(work, "big.db"))
+check(rc == 0 and secs < 10 + GRACE, f"seed 239: exit {rc} after {secs:.1f} s\n{out}\n{err}")
+check(re.search(r"BIG   draw 7 needs about [\d.]+ s, [\d.]+ s are left: .*hot=0:1:1000000.*\n"
+                r" +redrawn smaller", out), f"seed 239: draw 7 not reported too big\n{out}")
+check("1 drawn too big for the time left (1 redrawn smaller, 0 skipped)" in out,
+      f"seed 239: the summary does not count the big draw\n{out}")
+# seed 22's draw 1 (2 10^6 lookups, FATAL stops it at the bounds check, about 1 s) fits: it runs
+db = os.path.join(work, "fits.db")
+rc, out, err, secs = timed("fuzz", "--seconds", "30", "--max-cases", "2", "--seed", "22", *oracle,
+                           "--db", db)
+with sqlite3.connect(db) as c:
+    hot = c.execute("SELECT COUNT(*) FROM cases WHERE canonical LIKE '%hot=0:1:1000000%'")
+check(rc == 0 and hot.fetchone()[0] == 1 and "0 drawn too big" in out,
+      f"seed 22: draw 1 did not run: exit {rc}\n{out}\n{err}")
+# a failure that needs all 2 10^6 lookups (a fault on the last index): every shrink candidate
+# is as big, and the shrink stops at the budget's end with what it has, which still fails
+fault = [*oracle, "--inject-fault", "oracle:indices@1999999"]
+db = os.path.join(work, "late.db")
+rc, out, err, secs = timed("fuzz", "--seconds", "4", "--max-cases", "2", "--seed", "22", *fault,
+                           "--db", db)
+check(rc == 1 and secs < 4 + GRACE, f"late shrink: exit {rc} after {secs:.1f} s\n{out}\n{err}")
+check(re.search(r"cut short \(out of time\)", out), f"late shrink: not cut short\n{out}")
+m = re.search(r"reproduce: tbecheck replay '(.*)'", out)
+check(m, f"late shrink: no reproducer\n{out}")
+rc, out2, err2 = tb("replay", m.group(1), *fault)
+check(rc == 1 and re.search(r"oracle:ref +bounds +indices +bitwise +fail", out2),
+      f"late shrink: replay '{m.group(1)}' does not fail the same comparison: exit {rc}\n{out2}")
 print("pass")

@@ -3,8 +3,10 @@
  *
  * Order: ddmin over the tokens (remove chunks of n/2, n/4, ..., 1 tokens, keeping each removal
  * that still fails), then each absent shape key set to 1, then for every number in every token
- * the lower values 0, 1, n/2, n-1, again until a pass changes nothing. A candidate is parsed and printed canonically before it is
- * tried; one that does not parse, or is not smaller, is skipped without a try.
+ * the lower values 0, 1, n/2, n-1, again until a pass changes nothing. A candidate is parsed
+ * and printed canonically before it is tried; one that does not parse, or is not smaller, is
+ * skipped without a try. Each candidate first looks at the clock: past the deadline, the best so
+ * far is the result.
  */
 #include "shrink.h"
 
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "case.h"
+#include "engine.h"
 #include "tbe.h"
 
 #define NUM_CAP (INT64_C(1) << 32)
@@ -81,13 +84,16 @@ typedef struct {
   shrink_pred pred;
   void *ctx;
   int max_tries;
+  double deadline_ms;
   shrink_stats *st;
 } shrinker;
 
 /* Tries a candidate text: 1 if it became the new best, 0 if not, -1 to stop. */
 static int try_text(shrinker *s, const char *text)
 {
-  if (s->st->stopped)
+  if (s->st->stopped == SHRINK_DONE && eng_now_ms() >= s->deadline_ms)
+    s->st->stopped = SHRINK_TIME;
+  if (s->st->stopped != SHRINK_DONE)
     return -1;
   char *canon = canonicalize(text);
   long long m[3];
@@ -97,14 +103,14 @@ static int try_text(shrinker *s, const char *text)
   }
   if (s->st->tries >= s->max_tries) {
     free(canon);
-    s->st->stopped = 1;
+    s->st->stopped = SHRINK_TRIES;
     return -1;
   }
-  s->st->tries++;
   int r = s->pred(canon, s->ctx);
+  s->st->tries += r != SHRINK_NO_TIME;
   if (r < 0) {
     free(canon);
-    s->st->stopped = 1;
+    s->st->stopped = r == SHRINK_NO_TIME ? SHRINK_TIME : SHRINK_FAILED;
     return -1;
   }
   if (!r) {
@@ -260,22 +266,36 @@ static int lower_numbers(shrinker *s)
   }
 }
 
+const char *shrink_stop_reason(shrink_stop s)
+{
+  switch (s) {
+  case SHRINK_DONE: return "";
+  case SHRINK_TRIES: return "the most tries were made";
+  case SHRINK_TIME: return "out of time";
+  case SHRINK_FAILED: return "a candidate could not be run";
+  }
+  return "?";
+}
+
 tbe_status shrink_case(const char *canon, shrink_pred still_fails, void *ctx, int max_tries,
-                       char **out, shrink_stats *stats)
+                       double deadline_ms, char **out, shrink_stats *stats)
 {
   memset(stats, 0, sizeof *stats);
   *out = NULL;
-  shrinker s = {canonicalize(canon), {0}, still_fails, ctx, max_tries, stats};
+  shrinker s = {canonicalize(canon), {0}, still_fails, ctx, max_tries, deadline_ms, stats};
   if (!s.best || shrink_measure(s.best, s.size)) {
     free(s.best);
     return tbe_error(TBE_EINVAL, "case", -1, "cannot shrink '%s': it does not generate", canon);
   }
-  for (int round = 1; round > 0;) {
+  int round = 1;
+  while (round > 0) {
     int a = drop_tokens(&s);
     int b = a < 0 ? -1 : add_small_shape(&s);
     int c = b < 0 ? -1 : lower_numbers(&s);
     round = a < 0 || b < 0 || c < 0 ? -1 : a | b | c;
   }
+  if (round < 0 && stats->stopped == SHRINK_DONE) /* out of memory */
+    stats->stopped = SHRINK_FAILED;
   *out = s.best;
   return tbe_ok();
 }
