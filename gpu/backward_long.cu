@@ -79,9 +79,11 @@ __global__ void expand_kernel(dev_bwd w)
   }
 }
 
-/* Long run i's row gradient from its partials, then its optimizer step (one group). */
+/* Long run i's row gradient from its partials, then its optimizer step (one group; the lanes
+ * in mask call it together; a group that is not live stores nothing). */
 template <int W, int CPL, int VEC>
-__device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsigned mask)
+__device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsigned mask,
+                          bool live)
 {
   const bwd_long L = w.longs[i];
   const bwd_run &r = L.r;
@@ -116,7 +118,7 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
         g[c][v] = __fadd_rn(g[c][v], __ldcg(w.part + (int64_t)(L.chunk0 + k) * w.max_D + d0 + v));
   }
   dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask,
-                              true);
+                              live);
 }
 
 template <int W, int CPL, int VEC, int U>
@@ -124,30 +126,33 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 {
   __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
   const int lane = threadIdx.x % W;
-  const unsigned mask = bwd_group_mask<W>();
+  const unsigned full = 0xffffffffu, mask = bwd_group_mask<W>();
   float *x = rows[threadIdx.x / W];
   const int64_t n = w.counts->chunks;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
-  for (int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; slot < n;
+  const int64_t lag = (threadIdx.x % 32) / W; /* as in short_kernel: the warp steps together */
+  for (int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; slot - lag < n;
        slot += groups) {
-    const int64_t q = chunk_at(w, slot, n);
+    const bool live = slot < n;
+    const int64_t q = live ? chunk_at(w, slot, n) : 0;
     const bwd_chunk ch = w.chunks[q];
     const bwd_run r = w.longs[ch.lrun].r;
     const int32_t D = w.b.D[r.table];
     const int64_t s = (int64_t)r.start + (int64_t)ch.chunk * w.chunk;
-    const int64_t e = min((int64_t)r.start + r.len, s + (int64_t)w.chunk);
+    const int64_t e = live ? min((int64_t)r.start + r.len, s + (int64_t)w.chunk) : s;
+    const int64_t span = W < 32 ? (int64_t)__reduce_max_sync(full, (unsigned)(e - s)) : e - s;
     float acc[CPL][VEC];
-    bwd_sum<W, CPL, VEC, U>(w, s, e, e - s, D, acc, lane, mask);
+    bwd_sum<W, CPL, VEC, U>(w, s, e, span, D, acc, lane, full);
 #if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
     int early = 0;
-    if (fused && lane == 0)
+    if (fused && live && lane == 0)
       early = atomicSub(w.countdown + ch.lrun, 1) == 1;
-    early = __shfl_sync(mask, early, 0, W);
+    early = __shfl_sync(full, early, 0, W);
 #endif
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
       const int d0 = VEC * (lane + W * c);
-      if (d0 >= D)
+      if (d0 >= D || !live)
         continue;
 #pragma unroll
       for (int v = 0; v < VEC; v++) {
@@ -166,18 +171,18 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 #if !defined(TBE_FAULT_FUSED_NO_FENCE) /* planted: the partial may not be visible to the last */
     __threadfence();
 #endif
-    __syncwarp(mask);
+    __syncwarp(full);
     int last = 0;
 #if defined(TBE_FAULT_COUNTDOWN_FIRST)
     last = early;
 #else
-    if (lane == 0)
+    if (lane == 0 && live)
       last = atomicSub(w.countdown + ch.lrun, 1) == 1;
 #endif
-    last = __shfl_sync(mask, last, 0, W);
-    if (last) {
+    last = __shfl_sync(full, last, 0, W);
+    if (last) { /* this group alone: its own mask */
       __threadfence();
-      apply_run<W, CPL, VEC>(w, ch.lrun, x, lane, mask);
+      apply_run<W, CPL, VEC>(w, ch.lrun, x, lane, mask, true);
     }
   }
 }
@@ -186,11 +191,11 @@ template <int W, int CPL, int VEC> __global__ void __launch_bounds__(BLOCK) appl
 {
   __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
   const int lane = threadIdx.x % W;
-  const unsigned mask = bwd_group_mask<W>();
   const int64_t n = w.counts->longs;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
-  for (int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; i < n; i += groups)
-    apply_run<W, CPL, VEC>(w, i, rows[threadIdx.x / W], lane, mask);
+  const int64_t lag = (threadIdx.x % 32) / W; /* as in short_kernel: the warp steps together */
+  for (int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; i - lag < n; i += groups)
+    apply_run<W, CPL, VEC>(w, i < n ? i : 0, rows[threadIdx.x / W], lane, 0xffffffffu, i < n);
 }
 
 } // namespace
