@@ -84,12 +84,12 @@ static int run_case(eng_ctx *x, const char *text, int nconfigs, int *failures)
     return 2;
   }
   poison_pruned_weights(&b);
-  for (int i = 0; i < nconfigs && st.code == TBE_OK; i++) {
-    eng_case_result r;
-    st = eng_run_batch(x, &b, canon, case_bounds(c), &configs[i], NULL, &r);
+  eng_case_result r[sizeof configs / sizeof configs[0]];
+  st = eng_run_batch_configs(x, &b, canon, case_bounds(c), configs, nconfigs, NULL, r);
+  for (int i = 0; i < nconfigs; i++) {
     if (st.code == TBE_OK)
-      *failures += report(canon, &configs[i], &r);
-    eng_case_result_free(&r);
+      *failures += report(canon, &configs[i], &r[i]);
+    eng_case_result_free(&r[i]);
   }
   if (st.code != TBE_OK)
     fprintf(stderr, "%s: %s\n", canon, st.message);

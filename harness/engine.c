@@ -1297,11 +1297,14 @@ static void copy_bytes(void *dst, const void *src, size_t n)
     memcpy(dst, src, n);
 }
 
-tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
-                         const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *res)
+tbe_status eng_run_batch_configs(eng_ctx *x, tbe_batch *b, const char *canon,
+                                 tbe_bounds_mode mode, const gpu_fwd_config *cfgs, int n,
+                                 const gen_bwd *bwd, eng_case_result *res)
 {
-  memset(res, 0, sizeof *res);
-  res->ref_ms = res->gpu_ms = -1;
+  for (int k = 0; k < n; k++) {
+    memset(&res[k], 0, sizeof res[k]);
+    res[k].ref_ms = res[k].gpu_ms = -1;
+  }
   tbe_layout l;
   tbe_status s = tbe_layout_init(&l, b);
   if (s.code != TBE_OK)
@@ -1311,11 +1314,11 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
   /* the pristine inputs, and the reference's repaired ones (the twins' batch) */
   void *idx0 = malloc(idx_bytes + 1), *off0 = malloc(off_bytes);
   void *idx_ref = malloc(idx_bytes + 1), *off_ref = malloc(off_bytes);
-  eng_run runs[ENG_COUNT];
+  eng_run runs[ENG_COUNT], *gpu = calloc((size_t)n, sizeof *gpu); /* gpu[k]: under cfgs[k] */
   memset(runs, 0, sizeof runs);
   eng_twins tw = {.ref = &runs[ENG_REF], .bwd = bwd};
   int64_t bytes = 0;
-  if (!idx0 || !off0 || !idx_ref || !off_ref) {
+  if (!idx0 || !off0 || !idx_ref || !off_ref || !gpu) {
     s = tbe_error(TBE_ENOMEM, "indices", -1, "cannot copy the batch's indices and offsets");
     goto done;
   }
@@ -1323,37 +1326,51 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
   memcpy(off0, b->offsets, off_bytes);
   copy_bytes(idx_ref, b->indices, idx_bytes);
   memcpy(off_ref, b->offsets, off_bytes);
-  eng_job job = {canon, mode, cfg, bwd};
-  for (int e = 0; e < ENG_COUNT; e++) {
-    runs[e].status = x->unavailable[e][0] ? ENG_SKIP : ENG_PASS;
-    snprintf(runs[e].reason, sizeof runs[e].reason, "%s", x->unavailable[e]);
-    if (runs[e].status != ENG_PASS)
-      continue;
-    copy_bytes(b->indices, idx0, idx_bytes);
-    memcpy(b->offsets, off0, off_bytes);
-    eng_table[e].run(x, b, &l, &job, &runs[e]);
-    if (e == ENG_REF) {
-      copy_bytes(idx_ref, b->indices, idx_bytes);
-      memcpy(off_ref, b->offsets, off_bytes);
-      bytes = eng_forward_bytes(b, &l);
+  for (int e = 0; e < ENG_COUNT; e++)
+    for (int k = 0; k < (e == ENG_GPU ? n : 1); k++) {
+      eng_run *r = e == ENG_GPU ? &gpu[k] : &runs[e];
+      r->status = x->unavailable[e][0] ? ENG_SKIP : ENG_PASS;
+      snprintf(r->reason, sizeof r->reason, "%s", x->unavailable[e]);
+      if (r->status != ENG_PASS)
+        continue;
+      eng_job job = {canon, mode, &cfgs[k], bwd};
+      copy_bytes(b->indices, idx0, idx_bytes);
+      memcpy(b->offsets, off0, off_bytes);
+      eng_table[e].run(x, b, &l, &job, r);
+      if (e == ENG_REF) {
+        copy_bytes(idx_ref, b->indices, idx_bytes);
+        memcpy(off_ref, b->offsets, off_bytes);
+        bytes = eng_forward_bytes(b, &l);
+      }
+      if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
+        eng_inject_fault(r, x->opt.fault_output, x->opt.fault_index, &res[k]);
     }
-    if (x->opt.fault_output[0] && x->opt.fault_engine == (eng_id)e)
-      eng_inject_fault(&runs[e], x->opt.fault_output, x->opt.fault_index, res);
-  }
   copy_bytes(b->indices, idx_ref, idx_bytes);
   memcpy(b->offsets, off_ref, off_bytes);
-  s = eng_checks(x, res, runs, &tw, b, &l);
-  for (int e = 0; e < ENG_COUNT; e++)
-    eng_add_perf(res, (eng_id)e, &runs[e], bytes);
-  if (runs[ENG_REF].status == ENG_PASS)
-    res->ref_ms = runs[ENG_REF].ms;
-  if (runs[ENG_GPU].status == ENG_PASS)
-    res->gpu_ms = runs[ENG_GPU].ms;
+  /* the reference, the oracle and the twins once; each configuration's GPU run against them */
+  for (int k = 0; k < n && s.code == TBE_OK; k++) {
+    if (x->opt.fault_output[0] && x->opt.fault_engine != ENG_GPU && k > 0) {
+      res[k].fault_elements = res[0].fault_elements;
+      res[k].fault_landed = res[0].fault_landed;
+    }
+    runs[ENG_GPU] = gpu[k];
+    s = eng_checks(x, &res[k], runs, &tw, b, &l);
+    for (int e = 0; e < ENG_COUNT; e++)
+      eng_add_perf(&res[k], (eng_id)e, &runs[e], bytes);
+    if (runs[ENG_REF].status == ENG_PASS)
+      res[k].ref_ms = runs[ENG_REF].ms;
+    if (runs[ENG_GPU].status == ENG_PASS)
+      res[k].gpu_ms = runs[ENG_GPU].ms;
+  }
+  memset(&runs[ENG_GPU], 0, sizeof runs[ENG_GPU]); /* gpu[] owns its outputs */
   copy_bytes(b->indices, idx0, idx_bytes);
   memcpy(b->offsets, off0, off_bytes);
 done:
   for (int e = 0; e < ENG_COUNT; e++)
     eng_run_free(&runs[e]);
+  for (int k = 0; gpu && k < n; k++)
+    eng_run_free(&gpu[k]);
+  free(gpu);
   eng_twins_free(&tw);
   free(idx0);
   free(off0);
@@ -1361,6 +1378,12 @@ done:
   free(off_ref);
   tbe_layout_free(&l);
   return s;
+}
+
+tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
+                         const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *res)
+{
+  return eng_run_batch_configs(x, b, canon, mode, cfg, 1, bwd, res);
 }
 
 tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_case_result *r)

@@ -143,6 +143,13 @@ typedef struct {
 tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds_mode mode,
                          const gpu_fwd_config *cfg, const gen_bwd *bwd, eng_case_result *r);
 
+/* eng_run_batch under n GPU forward configurations at once: the reference, the oracle and the
+ * exact twins run once, the GPU engine once per cfgs[k], and r[k] (n of them, each freed with
+ * eng_case_result_free) holds the checks of that configuration's GPU run against them. */
+tbe_status eng_run_batch_configs(eng_ctx *x, tbe_batch *b, const char *canon,
+                                 tbe_bounds_mode mode, const gpu_fwd_config *cfgs, int n,
+                                 const gen_bwd *bwd, eng_case_result *r);
+
 /* Generates the case and runs it as eng_run_batch does. A case that cannot be generated (it
  * does not fit in memory) is recorded as an error of every engine. */
 tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_case_result *r);
