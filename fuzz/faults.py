@@ -148,8 +148,9 @@ def build(name, spec, a, tree):
     t0 = time.monotonic()
     args = ["cmake", "-S", a.source, "-B", tree, "-DCMAKE_BUILD_TYPE=Release",
             f"-DTBE_FAULT={name}", f"-DTBE_CUDA={'ON' if spec.get('gpu') else 'OFF'}"]
+    # the clean build's choices, SQLite's too (a host may have it outside the default paths)
     for key in ("CMAKE_C_COMPILER", "TBE_WERROR", "CMAKE_CUDA_ARCHITECTURES",
-                "TBE_REQUIRE_ORACLE"):
+                "TBE_REQUIRE_ORACLE", "SQLite3_INCLUDE_DIR", "SQLite3_LIBRARY"):
         v = cache_value(a.build, key)
         if v:
             args.append(f"-D{key}={v}")

@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(BLOCK) short_kernel(dev_bwd w, int k)
     const bwd_run r = next; /* the next run's descriptor loads while this one runs */
     if (i + groups < n)
       next = list[i + groups];
-    const int32_t D = w.b.D[r.table];
+    const int32_t D = live ? w.b.D[r.table] : 0; /* (table 0 may be wider than this bucket) */
     const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
     float *m = w.momentum ? w.momentum + r.key : nullptr;
     float g[CPL][VEC];

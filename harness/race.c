@@ -175,6 +175,10 @@ tbe_status race_ref_run(const tbe_case *c, race_ref *r)
     memset(r, 0, sizeof *r);
     return s;
   }
+  if (r->bwd.cfg) { /* gen_case's points into c, which the caller may free before r */
+    r->cfg = *r->bwd.cfg;
+    r->bwd.cfg = &r->cfg;
+  }
   s = tbe_layout_init(&r->l, &r->b);
   r->mode = case_bounds(c);
   const size_t isz = tbe_itype_size(r->b.itype);

@@ -34,7 +34,9 @@ int race_draw(uint64_t seed, uint64_t index, int hot, char *buf, size_t n);
  * momentum and psw_grad. */
 typedef struct {
   tbe_batch b;
-  gen_bwd bwd;          /* bwd.cfg NULL: the case has no optimizer (w, m, psw stay NULL) */
+  gen_bwd bwd;          /* bwd.cfg NULL: the case has no optimizer (w, m, psw stay NULL);
+                         * else it points at cfg, so r outlives the case it came from */
+  ref_bwd_config cfg;
   tbe_layout l;
   tbe_bounds_mode mode;
   tbe_status bounds;    /* the bounds check's outcome: TBE_EBOUNDS (FATAL offender) leaves out,
@@ -44,7 +46,8 @@ typedef struct {
   double ms;            /* the reference's bounds check, forward and backward */
 } race_ref;
 
-/* Generates case c and runs the reference on it. On failure (generation, TBE_ENOMEM, a
+/* Generates case c and runs the reference on it; r does not refer to c afterwards (r must not
+ * be copied: r->bwd.cfg points into it). On failure (generation, TBE_ENOMEM, a
  * reference error other than a FATAL offender) everything is freed and r is zeroed. */
 tbe_status race_ref_run(const tbe_case *c, race_ref *r);
 void race_ref_free(race_ref *r);
