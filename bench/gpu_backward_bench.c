@@ -6,7 +6,8 @@
  * (N*D*weight_bytes + out_elems*out_bytes). Times are medians of REPS CUDA-event timings of the
  * backward alone (sort .. optimizer) after warm-up; each rep starts from the pristine weights
  * and momentum (restored, untimed, with the forward that precedes it). With --db PATH the
- * figures are also recorded as perf rows (bench_db.h), for the report.
+ * figures are also recorded as perf rows (bench_db.h), for the report. --only F1,SL (before
+ * --db) runs only the shapes named (SL: the sweep), e.g. under a profiler.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -237,8 +238,26 @@ static void run_sweep(void)
   }
 }
 
+/* --only NAME,...: the shapes (and SL, the sweep) to run; NULL: all of them */
+static const char *only;
+
+static int wanted(const char *name)
+{
+  size_t n = strlen(name);
+  for (const char *p = only; p && (p = strstr(p, name)) != NULL; p += n)
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n]))
+      return 1;
+  return !only;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc >= 3 && !strcmp(argv[1], "--only")) {
+    only = argv[2];
+    argv[2] = argv[0];
+    argv += 2;
+    argc -= 2;
+  }
   char desc[256];
   tbe_status st = gpu_probe(desc, sizeof desc);
   if (st.code != TBE_OK) {
@@ -251,8 +270,10 @@ int main(int argc, char **argv)
   printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
          omp_get_max_threads(), copy_gbps);
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-    run_shape(&shapes[k]);
-  run_sweep();
+    if (wanted(shapes[k].name))
+      run_shape(&shapes[k]);
+  if (wanted("SL"))
+    run_sweep();
   bench_db_close(rec);
   return 0;
 }

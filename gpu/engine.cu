@@ -373,6 +373,9 @@ extern "C" tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r)
   const size_t isz = tbe_itype_size(h->itype);
   memset(r, 0, sizeof *r);
   r->ms = s->ms;
+  /* the copies below run on the legacy stream, which does not wait for the session's
+   * non-blocking one: the untimed offender kernel after ev[1] may still be running */
+  GPU_TRY(cudaStreamSynchronize(s->stream));
   dev_bounds got;
   GPU_TRY(cudaMemcpy(&got, s->state, sizeof got, cudaMemcpyDeviceToHost));
   r->warnings = s->mode == TBE_BOUNDS_WARNING ? (int64_t)got.counter : 0;
