@@ -72,7 +72,7 @@ FAULTS = {
         expect=["optimizer_test", "cases", "fuzz"]),
     "chunk_off_by_one": dict(
         breaks="a long run's chunks after the first start one entry late, so entry s + chunk "
-               "of the run is never summed (ref/backward.c)",
+               "of the run is never summed (ref/backward_long.c)",
         tests=["backward_test"],
         expect=["backward_test", "cases", "fuzz"]),
     "fatal_highest": dict(

@@ -1,6 +1,7 @@
 /* backward_impl.cuh: what the GPU backward's files share: the device view of one backward call
  * (transpose, run lists, workspaces), the group configurations, and the gather that sums a
- * stretch of sorted entries. Twin of ref/backward_impl.h; not public (tbe_gpu.h is).
+ * stretch of sorted entries. Twin of ref/backward_impl.h (the gather's: ref_bwd_sum_entries in
+ * ref/backward_short.c); not public (tbe_gpu.h is).
  *
  * Accumulation order (ref/backward_impl.h): a contribution of entry k to column d is G[row][d],
  * G = grad_output widened to fp32, clamped to [-clip, clip] when clipping, times fp32

@@ -2,7 +2,7 @@
  * `chunk` entries each sum their part of a run; the partials are combined and the optimizer
  * applied either by a second kernel (accum) or, in the same launch, by the chunk program that
  * counts the run's last chunk down (fused: partial, __threadfence, atomic countdown). Twin of
- * ref/backward.c (ref_bwd_row_grad's chunked branch); not short runs (backward_short.cu).
+ * ref/backward_long.c (ref_bwd_long_grad); not short runs (backward_short.cu).
  *
  * Accumulation order: each chunk from +0 in sorted order (bwd_sum). Deterministic combine: one
  * partial slot per chunk, added in ascending chunk order starting from the first partial, by one

@@ -1,6 +1,7 @@
-/* backward.c: the CPU backward + optimizer (backward.h): effective gradient, transpose, row
- * sums in the normative order, per-sample-weight gradients, one update per unique row.
- * Not the exact twin (backward_exact.c) nor the GPU backward, which must equal this bit for bit.
+/* backward.c: the CPU backward + optimizer (backward.h), the driver: effective gradient,
+ * transpose, per-sample-weight gradients, each run to its row gradient (short runs in
+ * backward_short.c, long in backward_long.c), one update per unique row. Twin of
+ * gpu/backward.cu; not the exact twin (backward_exact.c). The GPU must equal this bit for bit.
  *
  * Accumulation order: as backward_impl.h states for the row gradients (sequential from +0 per
  * run, or per chunk with the partials added in ascending order), and optimizer.h for the
@@ -12,7 +13,7 @@
  * thread's buffer (the sums phase) while its rows' weights and momentum are prefetched, then its
  * rows are updated (the optimizer phase), so the two are timed apart and the gradients are still
  * in cache when the update reads them. The sums prefetch the G rows of the entries ahead, across
- * run ends (most runs are a single entry).
+ * run ends (backward_short.c).
  */
 #include "backward_impl.h"
 
@@ -25,9 +26,7 @@
 #include "half.h"
 #include "speed.h"
 
-#define ITEM_RUNS 64      /* runs per work item: their row gradients stay in a thread's cache */
-#define PREFETCH_ENTRIES 8 /* entries the sums prefetch ahead */
-#define CACHE_LINE 64
+#define ITEM_RUNS 64 /* runs per work item: their row gradients stay in a thread's cache */
 
 void ref_bwd_config_default(ref_bwd_config *c)
 {
@@ -135,77 +134,12 @@ void ref_bwd_work_free(ref_bwd_work *w)
   memset(w, 0, sizeof *w);
 }
 
-/* The first element of the G row entry i contributes (its bag's slice, or its position's row
- * for pooling NONE). */
-static inline int64_t g_row(const ref_bwd_work *w, int64_t i, int32_t D)
-{
-  return w->l->bag_out ? w->l->bag_out[w->tr.bag[i]] : w->tr.pos[i] * D;
-}
-
-REF_CLONES static void add_row(float *acc, const float *r, int32_t D)
-{
-  for (int32_t d = 0; d < D; d++)
-    acc[d] = acc[d] + r[d];
-}
-
-REF_CLONES static void fma_row(float *acc, float wt, const float *r, int32_t D)
-{
-  for (int32_t d = 0; d < D; d++)
-    acc[d] = fmaf(wt, r[d], acc[d]);
-}
-
-void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D, float *acc)
-{
-  const float *psw = w->b->per_sample_weights;
-  size_t bytes = sizeof(float) * (size_t)D;
-  for (int32_t d = 0; d < D; d++)
-    acc[d] = 0.0f;
-  for (int64_t i = s; i < e; i++) {
-    if (i + PREFETCH_ENTRIES < w->tr.n) {
-      const char *ahead = (const char *)(w->g + g_row(w, i + PREFETCH_ENTRIES, D));
-      for (size_t c = 0; c < bytes; c += CACHE_LINE)
-        __builtin_prefetch(ahead + c, 0, 2);
-    }
-    const float *r = w->g + g_row(w, i, D);
-    if (psw)
-      fma_row(acc, psw[w->tr.pos[i]], r, D);
-    else
-      add_row(acc, r, D);
-  }
-}
-
-int64_t ref_bwd_chunks(const ref_bwd_work *w, int64_t r)
-{
-  int64_t sl = w->tr.run_start[r + 1] - w->tr.run_start[r];
-  return sl < w->cfg->threshold ? 1 : (sl + w->cfg->chunk - 1) / w->cfg->chunk;
-}
-
 void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part)
 {
-  int64_t s = w->tr.run_start[r], e = w->tr.run_start[r + 1];
-  if (e - s < w->cfg->threshold) {
-    ref_bwd_sum_entries(w, s, e, D, g);
-    return;
-  }
-  int64_t chunk = w->cfg->chunk;
-  const int wide = w->cfg->combine == REF_COMBINE_ATOMIC; /* fp64, rounded once (section 4) */
-  double sum[TBE_MAX_D];
-  ref_bwd_sum_entries(w, s, s + chunk < e ? s + chunk : e, D, g);
-  for (int32_t d = 0; wide && d < D; d++)
-    sum[d] = g[d];
-#if defined(TBE_FAULT_CHUNK_OFF_BY_ONE) /* planted: the chunks after the first start one late */
-  s++;
-#endif
-  for (int64_t c = s + chunk; c < e; c += chunk) {
-    ref_bwd_sum_entries(w, c, c + chunk < e ? c + chunk : e, D, part);
-    if (wide)
-      for (int32_t d = 0; d < D; d++)
-        sum[d] += part[d];
-    else
-      add_row(g, part, D);
-  }
-  for (int32_t d = 0; wide && d < D; d++)
-    g[d] = (float)sum[d];
+  if (w->tr.run_start[r + 1] - w->tr.run_start[r] < w->cfg->threshold)
+    ref_bwd_short_grad(w, r, D, g);
+  else
+    ref_bwd_long_grad(w, r, D, g, part);
 }
 
 /* psw_grad[p] for every position: the lane dot of the bag's G row with the row's weights before
@@ -245,7 +179,7 @@ static void prefetch_run(const ref_bwd_work *w, int64_t r, size_t elem, const fl
   int32_t j = ref_transpose_table(&w->tr, b, w->l, r, &row);
   const char *at = (const char *)b->weights + (size_t)ref_bwd_weight_at(b, j, row) * elem;
   size_t bytes = (size_t)b->D[j] * elem;
-  for (size_t c = 0; c < bytes; c += CACHE_LINE)
+  for (size_t c = 0; c < bytes; c += REF_BWD_CACHE_LINE)
     __builtin_prefetch(at + c, 1, 2);
   __builtin_prefetch(at + bytes - 1, 1, 2); /* a row need not start on a cache line */
   if (momentum)

@@ -1,15 +1,17 @@
-/* backward_impl.h: the pieces ref_backward (backward.c) and ref_backward_exact (backward_exact.c)
- * share: the effective gradient, the transpose, and the row-gradient sums. Not public: the rest
- * of tbecheck goes through backward.h.
+/* backward_impl.h: the pieces ref_backward (backward.c, backward_short.c, backward_long.c) and
+ * ref_backward_exact (backward_exact.c) share: the effective gradient, the transpose, and the
+ * row-gradient sums. Twin of gpu/backward_impl.cuh; not public: the rest of tbecheck goes through
+ * backward.h.
  *
  * Accumulation order (TBE_SEMANTICS.md section 4): a contribution of entry k to column d is
  * G[row of k's bag][d] (or w_k * G as an fma when weighted), where G is grad_output widened to
  * fp32, clamped to [-clip, clip] when clipping, and for MEAN multiplied by fp32 1.0f/(float)L of
- * the bag. ref_bwd_sum_entries sums entries in sorted order from +0, one at a time:
- * acc = acc + c_k, or acc = fma(w_k, G, acc). A run with SL < threshold is one such sum; a longer
- * run is cut into chunks of `chunk` entries, each summed from +0, and ref_bwd_row_grad adds the
- * partials in ascending chunk order starting from the first partial: in fp32, or in atomic mode
- * in fp64 with one rounding to fp32 at the end (ref/SEMANTICS.md 4).
+ * the bag. ref_bwd_sum_entries (backward_short.c) sums entries in sorted order from +0, one at a
+ * time: acc = acc + c_k, or acc = fma(w_k, G, acc). A run with SL < threshold is one such sum
+ * (ref_bwd_short_grad); a longer run is cut into chunks of `chunk` entries, each summed from +0,
+ * and ref_bwd_long_grad (backward_long.c) adds the partials in ascending chunk order starting
+ * from the first partial: in fp32, or in atomic mode in fp64 with one rounding to fp32 at the end
+ * (ref/SEMANTICS.md 4).
  */
 #ifndef REF_BACKWARD_IMPL_H
 #define REF_BACKWARD_IMPL_H
@@ -34,13 +36,29 @@ tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layo
                              ref_bwd_stats *stats);
 void ref_bwd_work_free(ref_bwd_work *w);
 
-/* acc[0..D) = the sum from +0 of the contributions of sorted entries [s, e), in order. */
+/* The bytes a prefetch loop steps by. */
+#define REF_BWD_CACHE_LINE 64
+
+/* acc[d] = acc[d] + r[d] for d in [0, D), in fp32 (backward_short.c). */
+void ref_bwd_add_row(float *acc, const float *r, int32_t D);
+
+/* acc[0..D) = the sum from +0 of the contributions of sorted entries [s, e), in order
+ * (backward_short.c). */
 void ref_bwd_sum_entries(const ref_bwd_work *w, int64_t s, int64_t e, int32_t D, float *acc);
 
-/* Chunks of run r: 1 when SL < threshold, else ceil(SL / chunk). */
+/* g[0..D) = the row gradient of run r, SL < threshold: one ref_bwd_sum_entries over the run
+ * (backward_short.c). */
+void ref_bwd_short_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g);
+
+/* Chunks of run r: 1 when SL < threshold, else ceil(SL / chunk) (backward_long.c). */
 int64_t ref_bwd_chunks(const ref_bwd_work *w, int64_t r);
 
-/* g[0..D) = run r's row gradient in the normative order; part holds D floats of scratch. */
+/* g[0..D) = the row gradient of run r, SL >= threshold: the chunk partials combined as the
+ * config's combine mode says; part holds D floats of scratch (backward_long.c). */
+void ref_bwd_long_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part);
+
+/* g[0..D) = run r's row gradient in the normative order, short or long by its SL; part holds D
+ * floats of scratch (backward.c). */
 void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part);
 
 /* Step 2 of row-wise Adagrad (ref_lane_dot(gd, gd, D)) in backward_exact.c's analysis:

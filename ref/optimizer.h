@@ -1,6 +1,7 @@
 /* optimizer.h: the row updates of TBE_SEMANTICS.md section 5 (EXACT_SGD, EXACT_ROWWISE_ADAGRAD
  * with weight decay NONE / L2 / DECOUPLE) and the weight write-back (round to nearest even, or
- * stochastic rounding keyed by Philox4x32-10). Not the gradient sums (backward.c).
+ * stochastic rounding keyed by Philox4x32-10). Not the gradient sums (backward_short.c,
+ * backward_long.c).
  *
  * Order (normative; every step one IEEE fp32 operation, fmaf where fused):
  *   SGD:     w = fma(-lr, g, w).

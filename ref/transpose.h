@@ -1,6 +1,7 @@
 /* transpose.h: the backward's transpose (TBE_SEMANTICS.md section 4): every lookup's linear key
  * (its table's first key + row), sorted stably, cut into runs of equal keys with their segment
- * lengths. Not the gradient sums (backward.c): nothing here reads weights or gradients.
+ * lengths. Not the gradient sums (backward_short.c, backward_long.c): nothing here reads weights
+ * or gradients.
  *
  * Invariant of a built ref_transpose: entries are the positions p inside bags whose index is not
  * -1, ordered by key and, within a key, by position (so by feature, bag, position); run r is the
