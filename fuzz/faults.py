@@ -118,8 +118,9 @@ def target_of(test):
         return "fuzz_" + test[len("fuzz_replay_"):]
     if test.startswith("cli_") or test.startswith("oracle_"):
         return "tbecheck"
-    return {"gpu_backward": "gpu_backward_test", "gpu_forward_cases": "gpu_forward_test"}.get(
-        test, test)
+    if test.startswith("gpu_forward_"):
+        return "gpu_forward_test"
+    return {"gpu_backward": "gpu_backward_test"}.get(test, test)
 
 
 def cache_value(build, key):
