@@ -1,46 +1,106 @@
 #!/usr/bin/env bash
-# gpu_host.sh: one call on the GPU host: configure, build, run the gpu-labelled tests (and, with
-# "bench", the forward benchmarks; "bwdbench", the backward's with its peers; "sanitize",
-# compute-sanitizer over the smoke cases; "notest" skips the tests, "quicktest" runs only the CLI
-# and small-table ones); logs under $OUT. Not for CI: CI has no GPU. The anchor yardstick
-# (../shared/anchors/backward_probe.cu) runs when a copy is carried in .probe/.
+# gpu_host.sh: one call on the GPU host: configure, build, then the parts named (default: tests);
+# logs bundled into $OUT/logs.tgz, a short table printed last. Not for CI: CI has no GPU.
+#
+#   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu first: the long one)
+#   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
+#   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
+#   race      tbecheck race --seconds 60 (fused path, varied schedules, noise kernel)
+#   random    tbecheck random 300 606 through ref,gpu; the small path's model-bitwise counts
+#   bench     the forward benchmarks and torch_peer.py
+#   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
+#             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/)
+#
+# Parts run one after another in the order given, each under what is left of DEADLINE seconds
+# (default 540: a device call may run 600), so the call always ends with its table. The device
+# returns at most 8 files: everything but the table goes into logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
+T0=$(date +%s)
+DEADLINE=${DEADLINE:-540}
+left() { local l=$((DEADLINE - ($(date +%s) - T0))); echo $((l < 5 ? 5 : l)); }
+summary=()
+note() { summary+=("$(printf '%-10s %s (%ss)' "$1" "$2" "$(($(date +%s) - T0))")"); }
+finish() {
+  tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
+  printf '%s\n' "${summary[@]}"
+}
+trap finish EXIT
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOGS/gpu.txt"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
-  -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$OUT/configure.log" 2>&1 ||
-  { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+  -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$LOGS/configure.log" 2>&1 ||
+  { tail -30 "$LOGS/configure.log"; exit 1; }
+cmake --build build-gpu -j16 >"$LOGS/build.log" 2>&1 || { grep -E "error" -A3 "$LOGS/build.log" | head -40; exit 1; }
+note build ok
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(tests)
 rc=0
-if [[ " $* " == *" quicktest "* ]]; then
-  # the CLI's gpu engine and the small-table lines of gpu.cases (model statistics)
-  ctest --test-dir build-gpu -R "cli_gpu|device_test" -V >"$OUT/ctest-gpu.log" 2>&1
-  rc=$?
-  grep -E "fwd.small|E=50 |E=17,33" cases/gpu.cases >"$OUT/small.cases"
-  build-gpu/gpu/gpu_forward_test "$OUT/small.cases" >>"$OUT/ctest-gpu.log" 2>&1 || rc=1
-elif [[ " $* " != *" notest "* ]]; then
-  ctest --test-dir build-gpu -L gpu -j4 -V >"$OUT/ctest-gpu.log" 2>&1
-  rc=$?
-fi
-grep -E "FAIL|failures|Test +#|tests passed|small-table path:|vs reference:" "$OUT/ctest-gpu.log" | head -40
-for arg in "$@"; do
-  case "$arg" in
+for part in "${parts[@]}"; do
+  case "$part" in
+    tests)
+      # gpu_forward_gpu starts first (its COST), the rest beside it
+      timeout "$(left)" ctest --test-dir build-gpu -L gpu -j4 -V >"$LOGS/ctest-gpu.log" 2>&1
+      r=$?; [ $r -ne 0 ] && rc=1
+      note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
+      while read -r line; do note "" "$line"; done < <(grep -E "small-table path:|gpu forward vs reference:" \
+        "$LOGS/ctest-gpu.log" | sed 's/^[0-9]*: //') ;;
     sanitize)
-      ctest --test-dir build-gpu -L sanitizer -V >"$OUT/sanitizer.log" 2>&1
-      echo "ctest -L sanitizer: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|tests passed' "$OUT/sanitizer.log" | tr '\n' ' '))" ;;
+      timeout "$(left)" ctest --test-dir build-gpu -L sanitizer -j3 -V >"$LOGS/sanitizer.log" 2>&1
+      r=$?; [ $r -ne 0 ] && rc=1
+      note sanitize "exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" ;;
+    faults)
+      # all five side by side, alone in the call: each tree builds every CUDA file (about
+      # 450 core-seconds), so with other parts beside them they outran a 330 s window
+      names=(fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap)
+      for f in "${names[@]}"; do
+        timeout "$(left)" python3 fuzz/faults.py run "$f" --source . --build build-gpu \
+          --tbecheck build-gpu/tbecheck --jobs 3 --seconds 30 >"$LOGS/fault_$f.log" 2>&1 &
+      done
+      wait
+      python3 fuzz/faults.py table build-gpu >"$LOGS/faults_table.md" 2>&1
+      cp build-gpu/faults/*/result.json "$LOGS/" 2>/dev/null
+      for f in "${names[@]}"; do
+        note "fault" "$f: $(grep -F "\`$f\`" "$LOGS/faults_table.md" | cut -d'|' -f4 | cut -c1-150)"
+      done ;;
+    race)
+      timeout "$(left)" build-gpu/tbecheck race --seconds 60 --seed 7 --db "$LOGS/race.db" \
+        >"$LOGS/race.txt" 2>&1
+      r=$?; [ $r -ne 0 ] && rc=1
+      note race "exit $r: $(tail -1 "$LOGS/race.txt")" ;;
+    random)
+      build-gpu/tbecheck random 300 606 >"$LOGS/random.cases"
+      timeout "$(left)" build-gpu/tbecheck run --engines ref,gpu --db "$LOGS/random.db" \
+        "$LOGS/random.cases" >"$LOGS/random.txt" 2>&1
+      r=$?; [ $r -ne 0 ] && rc=1
+      note random "exit $r: $(python3 -c "
+import sqlite3, sys
+d = sqlite3.connect(sys.argv[1])
+n, e, x = d.execute(\"select count(*), sum(elements), sum(exact) from results where engine='gpu' and path='forward.small' and baseline='model'\").fetchone()
+f = d.execute(\"select count(*) from results where status in ('fail', 'error')\").fetchone()[0]
+print(f'{n} small-path outputs, {e} elements, {x} equal to the model; {f} failed results')
+" "$LOGS/random.db")" ;;
+    bench)
+      timeout "$(left)" build-gpu/bench/gpu_forward_bench >"$LOGS/bench.txt" 2>&1
+      timeout "$(left)" python3 bench/torch_peer.py >"$LOGS/torch.txt" 2>&1
+      note bench "see logs/bench.txt, logs/torch.txt" ;;
     bwdbench)
-      build-gpu/bench/gpu_backward_bench --db "$OUT/bench.db" | tee "$OUT/bwdbench.txt"
-      python3 bench/torch_backward_peer.py | tee "$OUT/torch_bwd.txt"
+      timeout "$(left)" build-gpu/bench/gpu_backward_bench --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1
+      timeout "$(left)" python3 bench/torch_backward_peer.py >"$LOGS/torch_bwd.txt" 2>&1
       if [ -f .probe/backward_probe.cu ]; then
         nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/backward_probe .probe/backward_probe.cu &&
-          /tmp/backward_probe | tee "$OUT/anchor.txt"
-      fi ;;
-    bench)
-      build-gpu/bench/gpu_forward_bench | tee "$OUT/bench.txt"
-      python3 bench/torch_peer.py | tee "$OUT/torch.txt" ;;
+          timeout "$(left)" /tmp/backward_probe >"$LOGS/anchor.txt" 2>&1
+      fi
+      while read -r line; do note "" "$line"; done < <(grep -E "^[A-Z0-9]+ |  accum " \
+        "$LOGS/bwdbench.txt" | cut -c1-100)
+      note bwdbench "peers: $(tr '\n' ' ' <"$LOGS/torch_bwd.txt" | cut -c1-200)" ;;
+    *)
+      echo "gpu_host.sh: unknown part '$part'" >&2
+      exit 2 ;;
   esac
 done
 exit $rc
