@@ -70,7 +70,7 @@ struct dev_bwd {
   int atomic, bucket;
   int vec;                     /* 4: every D is a multiple of 4 (vector loads), else 1 */
   int short_width, long_width; /* entries in flight per group: 2 or 4 (capped by the shape's
-                                  U); 0: the policy (short 2, long U) */
+                                  U); 0: the policy, 2 */
   int32_t grid;                /* blocks of the chunk kernel; 0: the policy */
   int order;                   /* gpu_chunk_order: which chunk program each group slot takes */
   uint64_t order_key;          /* GPU_ORDER_SHUFFLE: the permutation's key (the case seed's) */

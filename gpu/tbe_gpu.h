@@ -82,7 +82,7 @@ typedef struct {
                               countdown */
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
   int short_width;         /* entries in flight per group on short runs: 0 (policy: 2), 2 or 4 */
-  int long_width;          /* the same for the chunks of long runs */
+  int long_width;          /* the same for the chunks of long runs (policy: 2) */
   int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
                               chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
                               fewer blocks make each group loop over several chunk programs */
