@@ -650,6 +650,20 @@ static void test_exact_bound(void)
   printf("exact twin: worst error/bound %.3g over random combine orders\n", worst);
 }
 
+/* A problem from a hand-built spec: grad (bytes) copied, rows rows of zero momentum. */
+static problem hand_problem(const tb_spec *s, const float *grad, size_t bytes, int64_t rows)
+{
+  problem p;
+  memset(&p, 0, sizeof p);
+  p.b = tb_build(s);
+  tbe_layout_init(&p.l, &p.b);
+  p.grad = malloc(bytes);
+  memcpy(p.grad, grad, bytes);
+  p.rows = rows;
+  p.momentum = calloc((size_t)rows + 1, sizeof(float));
+  return p;
+}
+
 /* The bound is approached: one row, 999 chunks of one contribution (1, then 997 times 2^-24,
  * then 0), SGD with lr 1 from w = -2^-24. The fp64 sum S = 1 + 498.5 * 2^-23 is exact and its
  * one rounding ties down to even, 1 + 498 * 2^-23 (half an ulp); w - g = -(1 + 498.5 * 2^-23)
@@ -679,14 +693,7 @@ static void test_bound_approached(void)
       .indices = idx,
       .offsets = off,
   };
-  problem p;
-  memset(&p, 0, sizeof p);
-  p.b = tb_build(&s);
-  tbe_layout_init(&p.l, &p.b);
-  p.grad = malloc(sizeof grad);
-  memcpy(p.grad, grad, sizeof grad);
-  p.rows = 3;
-  p.momentum = calloc(4, sizeof(float));
+  problem p = hand_problem(&s, grad, sizeof grad, 3);
   ref_bwd_config c = config(REF_OPT_SGD, REF_WD_NONE, 1, 1);
   c.opt.lr = 1.0f;
   c.combine = REF_COMBINE_ATOMIC;
@@ -729,14 +736,7 @@ static void test_dropped_partial(void)
   }
   tb_spec s = {.num_tables = 1, .E = E, .D = D, .T = 1, .B = K, .itype = TBE_I64, .N = K,
                .indices = idx, .offsets = off};
-  problem p;
-  memset(&p, 0, sizeof p);
-  p.b = tb_build(&s);
-  tbe_layout_init(&p.l, &p.b);
-  p.grad = malloc(sizeof grad);
-  memcpy(p.grad, grad, sizeof grad);
-  p.rows = 3;
-  p.momentum = malloc(3 * sizeof(float));
+  problem p = hand_problem(&s, grad, sizeof grad, 3);
   for (int i = 0; i < 3; i++)
     p.momentum[i] = 0.5f;
   ref_bwd_config c = config(REF_OPT_ROWWISE_ADAGRAD, REF_WD_NONE, 2, 1);
