@@ -10,6 +10,8 @@
 #   bench     the forward benchmarks and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/)
+#   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
+#             built with -lineinfo), the report in logs/f1.ncu-rep
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), so the call always ends with its table. The device
@@ -98,6 +100,15 @@ print(f'{n} small-path outputs, {e} elements, {x} equal to the model; {f} failed
       while read -r line; do note "" "$line"; done < <(grep -E "^[A-Z0-9]+ |  accum " \
         "$LOGS/bwdbench.txt" | cut -c1-100)
       note bwdbench "peers: $(tr '\n' ' ' <"$LOGS/torch_bwd.txt" | cut -c1-200)" ;;
+    profile)
+      timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SourceCounters --import-source yes -o "$LOGS/f1" -f \
+        build-gpu/bench/gpu_backward_bench --only F1 >"$LOGS/ncu.log" 2>&1
+      r=$?; [ $r -ne 0 ] && rc=1
+      timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
+      note profile "ncu exit $r: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued' \
+        "$LOGS/ncu_f1.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" ;;
     *)
       echo "gpu_host.sh: unknown part '$part'" >&2
       exit 2 ;;
