@@ -1264,14 +1264,15 @@ static void eng_inject_fault(eng_run *r, const char *name, int64_t i, eng_case_r
 }
 
 /* Bytes the forward moves by declaration: every looked-up row, and the output. Counted in
- * double and clamped: an imported batch's offsets may claim more rows than int64 counts. */
+ * double, the difference of two offsets too, and clamped: an imported batch's offsets may claim
+ * more rows than int64 counts, and their difference may not fit in one. */
 static int64_t eng_forward_bytes(const tbe_batch *b, const tbe_layout *l)
 {
   double rows = 0;
   for (int32_t t = 0; t < b->T; t++) {
-    int64_t L = tbe_iget(b->offsets, b->itype, l->B_offsets[t + 1]) -
-                tbe_iget(b->offsets, b->itype, l->B_offsets[t]);
-    rows += (double)L * b->D[b->feature_table_map[t]];
+    double L = (double)tbe_iget(b->offsets, b->itype, l->B_offsets[t + 1]) -
+               (double)tbe_iget(b->offsets, b->itype, l->B_offsets[t]);
+    rows += L * b->D[b->feature_table_map[t]];
   }
   double bytes = rows * (double)tbe_dtype_size(b->wdtype) +
                  (double)l->out_elems * (double)tbe_dtype_size(b->out_dtype);
