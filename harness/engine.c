@@ -1264,8 +1264,9 @@ static void eng_inject_fault(eng_run *r, const char *name, int64_t i, eng_case_r
 }
 
 /* Bytes the forward moves by declaration: every looked-up row, and the output. Counted in
- * double, the difference of two offsets too, and clamped: an imported batch's offsets may claim
- * more rows than int64 counts, and their difference may not fit in one. */
+ * double, the difference of two offsets too, and clamped to [0, 2^62]: an imported batch's
+ * offsets may claim more rows than int64 counts, their difference may not fit in one, and
+ * decreasing ones claim a negative count. */
 static int64_t eng_forward_bytes(const tbe_batch *b, const tbe_layout *l)
 {
   double rows = 0;
@@ -1276,6 +1277,8 @@ static int64_t eng_forward_bytes(const tbe_batch *b, const tbe_layout *l)
   }
   double bytes = rows * (double)tbe_dtype_size(b->wdtype) +
                  (double)l->out_elems * (double)tbe_dtype_size(b->out_dtype);
+  if (!(bytes > 0)) /* decreasing offsets declare fewer than no rows */
+    return 0;
   return bytes < 0x1p62 ? (int64_t)bytes : INT64_C(1) << 62;
 }
 
