@@ -232,9 +232,10 @@ def passes_clean(a, engines, case):
     return r.returncode == 0
 
 
-def run_cases(a, work, engines, files):
+def run_cases(a, work, engines, files, first_only=False):
     """The named cases through the fault's tbecheck: the first failing case, its comparison,
-    how many cases ran up to it and when, and how many failed in all."""
+    how many cases ran up to it and when, and how many failed in all (first_only: the run stops
+    at the first failure, as GPU faults' do: their cases take minutes each on a shared GPU)."""
     db = os.path.join(work, "cases.db")
     if os.path.exists(db):
         os.remove(db)
@@ -250,14 +251,15 @@ def run_cases(a, work, engines, files):
                     seen["first"] = dict(case=m.group(2), cases=seen["cases"], seconds=secs)
         elif seen["first"] and "why" not in seen["first"] and line.startswith("      "):
             seen["first"]["why"] = line.strip()
+            return first_only
         return False
 
     t0 = time.monotonic()
     rc = stream([a.faulty, "run", "--db", db, "--engines",
                  engines, *[os.path.join(a.source, f) for f in files]], on_line)
     r = dict(detector="cases", what=" ".join(files), seconds_total=time.monotonic() - t0,
-             cases_total=seen["cases"], failed=seen["failed"], rc=rc)
-    if rc == 1 and seen["first"]:
+             cases_total=seen["cases"], failed=seen["failed"], rc=rc, stopped=rc is None)
+    if (rc == 1 or rc is None) and seen["first"] and "why" in seen["first"]:
         r.update(seen["first"], detected=passes_clean(a, engines, seen["first"]["case"]))
     else:
         r["detected"] = False
@@ -354,7 +356,8 @@ def run(a):
         status, secs, tail = run_test(tree, test)
         results.append(dict(detector=test, detected=status == "fail", status=status,
                             seconds=secs, why=tail))
-    results.append(run_cases(a, tree, engines, GPU_CASES if spec.get("gpu") else CPU_CASES))
+    gpu = bool(spec.get("gpu"))
+    results.append(run_cases(a, tree, engines, GPU_CASES if gpu else CPU_CASES, first_only=gpu))
     results.append(run_fuzz(a, tree, engines))
     for r in results:
         how = (f"after {r['cases']} cases, {r['seconds']:.1f} s" if "cases" in r and r["detected"]
@@ -399,8 +402,9 @@ def table(a):
                 missed.append(f"{r['detector']} ({r['seconds_total']:.0f} s)"
                               if "seconds_total" in r else r["detector"])
             elif r["detector"] == "cases":
-                by.append(f"named case `{r['case']}` ({comparison(r['why'])}; {r['failed']} of "
-                          f"{r['cases_total']} named cases fail)")
+                tally = ("the run stops at its first failure" if r.get("stopped") else
+                         f"{r['failed']} of {r['cases_total']} named cases fail")
+                by.append(f"named case `{r['case']}` ({comparison(r['why'])}; {tally})")
                 fast.append(f"cases: {r['cases']} case(s), {r['seconds']:.1f} s")
             elif r["detector"] == "fuzz":
                 by.append(f"fuzz case {r['cases']} ({comparison(r['why'])}), shrunk to "
