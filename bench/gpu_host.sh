@@ -5,17 +5,20 @@
 #   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu first: the long one)
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
-#   race      tbecheck race --seconds 60 (fused path, varied schedules, noise kernel)
+#   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
 #   random    tbecheck random 300 606 through ref,gpu; the small path's model-bitwise counts
 #   bench     the forward benchmarks and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
-#             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/)
+#             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/);
+#             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
-# (default 540: a device call may run 600), so the call always ends with its table. The device
-# returns at most 8 files: everything but the table goes into logs.tgz.
+# (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
+# tests:300), so the call always ends with its table. FAULTS="a b" picks the faults part's
+# faults (default: all five). The device returns at most 8 files: everything but the table goes
+# into logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -23,7 +26,12 @@ LOGS="$OUT/logs"
 mkdir -p "$LOGS"
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-540}
-left() { local l=$((DEADLINE - ($(date +%s) - T0))); echo $((l < 5 ? 5 : l)); }
+CAP=0 # the current part's own limit in seconds (PART:SECONDS), 0: none
+left() {
+  local l=$((DEADLINE - ($(date +%s) - T0)))
+  [ "$CAP" -gt 0 ] && [ $((PART_T0 + CAP - $(date +%s))) -lt "$l" ] && l=$((PART_T0 + CAP - $(date +%s)))
+  echo $((l < 5 ? 5 : l))
+}
 summary=()
 note() { summary+=("$(printf '%-10s %s (%ss)' "$1" "$2" "$(($(date +%s) - T0))")"); }
 finish() {
@@ -42,7 +50,11 @@ note build ok
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(tests)
 rc=0
-for part in "${parts[@]}"; do
+for spec in "${parts[@]}"; do
+  part=${spec%%:*}
+  CAP=0
+  [ "$part" != "$spec" ] && CAP=${spec#*:}
+  PART_T0=$(date +%s)
   case "$part" in
     tests)
       # gpu_forward_gpu starts first (its COST), the rest beside it
@@ -50,7 +62,9 @@ for part in "${parts[@]}"; do
       r=$?; [ $r -ne 0 ] && rc=1
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
       while read -r line; do note "" "$line"; done < <(grep -E "small-table path:|gpu forward vs reference:" \
-        "$LOGS/ctest-gpu.log" | sed 's/^[0-9]*: //') ;;
+        "$LOGS/ctest-gpu.log" | sed 's/^[0-9]*: //'; grep -E "Test +#.*(Failed|Timeout|Not Run)" \
+        "$LOGS/ctest-gpu.log"; grep -E "s for the case's" "$LOGS/ctest-gpu.log" |
+        awk '{n[$1]++; t[$1] += $2} END {for (k in n) printf "test %s %d cases, %.0f s\n", k, n[k], t[k]}') ;;
     sanitize)
       timeout "$(left)" ctest --test-dir build-gpu -L sanitizer -j3 -V >"$LOGS/sanitizer.log" 2>&1
       r=$?; [ $r -ne 0 ] && rc=1
@@ -58,7 +72,7 @@ for part in "${parts[@]}"; do
     faults)
       # all five side by side, alone in the call: each tree builds every CUDA file (about
       # 450 core-seconds), so with other parts beside them they outran a 330 s window
-      names=(fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap)
+      read -ra names <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap}"
       for f in "${names[@]}"; do
         timeout "$(left)" python3 fuzz/faults.py run "$f" --source . --build build-gpu \
           --tbecheck build-gpu/tbecheck --jobs 3 --seconds 30 >"$LOGS/fault_$f.log" 2>&1 &
@@ -70,7 +84,7 @@ for part in "${parts[@]}"; do
         note "fault" "$f: $(grep -F "\`$f\`" "$LOGS/faults_table.md" | cut -d'|' -f4 | cut -c1-150)"
       done ;;
     race)
-      timeout "$(left)" build-gpu/tbecheck race --seconds 60 --seed 7 --db "$LOGS/race.db" \
+      timeout "$(left)" build-gpu/tbecheck race --seconds "${RACE_S:-60}" --seed 7 --db "$LOGS/race.db" \
         >"$LOGS/race.txt" 2>&1
       r=$?; [ $r -ne 0 ] && rc=1
       note race "exit $r: $(tail -1 "$LOGS/race.txt")" ;;
@@ -91,7 +105,8 @@ print(f'{n} small-path outputs, {e} elements, {x} equal to the model; {f} failed
       timeout "$(left)" python3 bench/torch_peer.py >"$LOGS/torch.txt" 2>&1
       note bench "see logs/bench.txt, logs/torch.txt" ;;
     bwdbench)
-      timeout "$(left)" build-gpu/bench/gpu_backward_bench --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1
+      timeout "$(left)" build-gpu/bench/gpu_backward_bench ${BWD_ONLY:+--only "$BWD_ONLY"} \
+        --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1
       timeout "$(left)" python3 bench/torch_backward_peer.py >"$LOGS/torch_bwd.txt" 2>&1
       if [ -f .probe/backward_probe.cu ]; then
         nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/backward_probe .probe/backward_probe.cu &&

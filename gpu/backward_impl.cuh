@@ -122,6 +122,7 @@ struct bwd_src {
   float scale, pw;
 };
 
+template <bool PLAIN>
 __device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int64_t k, int32_t D)
 {
   const int32_t v = w.pos[k];
@@ -129,7 +130,19 @@ __device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int64_t k, int32_
   int64_t p = v;
   if (!w.val_bag)
     bag = w.b.pool == TBE_POOL_NONE ? 0 : w.bag_of_pos ? w.bag_of_pos[p] : 0;
+  if (PLAIN)
+    return {bwd_g_row(w, bag, p, D), 1.0f, 0.0f};
   return {bwd_g_row(w, bag, p, D), bwd_mean_scale(w, bag), w.b.psw ? w.b.psw[p] : 0.0f};
+}
+
+/* The common training case, where a contribution is G itself: fp32 grad_output, no clipping,
+ * no MEAN scale, no per-sample weights. The gather then compiles to plain loads and adds; the
+ * generic form tests each of those per element (uniform branches, but 8-10 instructions per
+ * element and entry on the H200's F1). Both do the same fp32 operations, so the same bits. */
+__host__ __device__ inline bool bwd_plain(const dev_bwd &w)
+{
+  return w.b.out_dtype == TBE_FP32 && !(w.clip > 0.0f) && w.b.pool != TBE_POOL_MEAN &&
+         w.b.psw == nullptr;
 }
 
 /* How a group covers a row of next_pow2(D) = 2^K columns, VEC (1 or 4) consecutive columns per
@@ -144,16 +157,18 @@ template <int VEC, int K> struct bwd_shape {
   static constexpr int U = COLS <= 8 ? 4 : COLS <= 16 ? 2 : 1; /* entries in flight (policy) */
 };
 
-/* VEC consecutive values of G from element e (aligned to VEC when VEC = 4), with the scale. */
-template <int VEC>
+/* VEC consecutive values of G from element e (aligned to VEC when VEC = 4), with the scale
+ * (PLAIN: bwd_plain holds, G as it is). */
+template <int VEC, bool PLAIN>
 __device__ __forceinline__ void bwd_load_g(const dev_bwd &w, int64_t e, float sc, float (&x)[VEC])
 {
-  if (VEC == 4 && w.b.out_dtype == TBE_FP32) {
+  const bool fp32 = PLAIN || w.b.out_dtype == TBE_FP32;
+  if (VEC == 4 && fp32) {
     const float4 f = __ldg((const float4 *)((const float *)w.grad + e));
     x[0] = f.x;
-    x[1] = f.y;
-    x[2] = f.z;
-    x[3] = f.w;
+    x[1 % VEC] = f.y;
+    x[2 % VEC] = f.z;
+    x[3 % VEC] = f.w;
   } else if (VEC == 4) {
     const uint2 u = __ldg((const uint2 *)((const uint16_t *)w.grad + e));
     x[0] = dev_from_16((uint16_t)u.x, w.b.out_dtype);
@@ -161,15 +176,17 @@ __device__ __forceinline__ void bwd_load_g(const dev_bwd &w, int64_t e, float sc
     x[2 % VEC] = dev_from_16((uint16_t)u.y, w.b.out_dtype);
     x[3 % VEC] = dev_from_16((uint16_t)(u.y >> 16), w.b.out_dtype);
   } else {
-    x[0] = w.b.out_dtype == TBE_FP32 ? __ldg((const float *)w.grad + e)
-                                     : dev_from_16(__ldg((const uint16_t *)w.grad + e), w.b.out_dtype);
+    x[0] = fp32 ? __ldg((const float *)w.grad + e)
+                : dev_from_16(__ldg((const uint16_t *)w.grad + e), w.b.out_dtype);
   }
+  if (!PLAIN) {
 #pragma unroll
-  for (int v = 0; v < VEC; v++) {
-    float y = x[v];
-    if (w.clip > 0.0f)
-      y = y > w.clip ? w.clip : y < -w.clip ? -w.clip : y;
-    x[v] = w.b.pool == TBE_POOL_MEAN ? __fmul_rn(y, sc) : y;
+    for (int v = 0; v < VEC; v++) {
+      float y = x[v];
+      if (w.clip > 0.0f)
+        y = y > w.clip ? w.clip : y < -w.clip ? -w.clip : y;
+      x[v] = w.b.pool == TBE_POOL_MEAN ? __fmul_rn(y, sc) : y;
+    }
   }
 }
 
@@ -178,7 +195,7 @@ __device__ __forceinline__ void bwd_load_g(const dev_bwd &w, int64_t e, float sc
  * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. The walk
  * takes `span` >= e - s steps, the same for every lane in `mask` (the steps past e add
  * nothing), so the groups of a warp can step together and shuffle with a constant mask. */
-template <int W, int CPL, int VEC, int U>
+template <int W, int CPL, int VEC, int U, bool PLAIN>
 __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int64_t span,
                                         int32_t D, float (&acc)[CPL][VEC], int lane,
                                         unsigned mask)
@@ -188,11 +205,11 @@ __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, 
 #pragma unroll
     for (int v = 0; v < VEC; v++)
       acc[c][v] = 0.0f;
-  const bool weighted = w.b.psw != nullptr, mean = w.b.pool == TBE_POOL_MEAN;
+  const bool weighted = !PLAIN && w.b.psw != nullptr, mean = !PLAIN && w.b.pool == TBE_POOL_MEAN;
   for (int64_t k0 = s; k0 < s + span; k0 += W) {
     bwd_src mine = {0, 1.0f, 0.0f};
     if (k0 + lane < e)
-      mine = bwd_entry(w, k0 + lane, D);
+      mine = bwd_entry<PLAIN>(w, k0 + lane, D);
     const int n = (int)min((int64_t)W, s + span - k0), here = (int)min((int64_t)W, e - k0);
     for (int i = 0; i < n; i += U) {
       float x[U][CPL][VEC], pw[U];
@@ -205,7 +222,7 @@ __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, 
 #pragma unroll
         for (int c = 0; c < CPL; c++)
           if (VEC * (lane + W * c) < D && i + u < here)
-            bwd_load_g<VEC>(w, r + VEC * (lane + W * c), sc, x[u][c]);
+            bwd_load_g<VEC, PLAIN>(w, r + VEC * (lane + W * c), sc, x[u][c]);
       }
 #pragma unroll
       for (int u = 0; u < U; u++)

@@ -121,7 +121,7 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
                               live);
 }
 
-template <int W, int CPL, int VEC, int U>
+template <int W, int CPL, int VEC, int U, bool PLAIN>
 __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 {
   __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     const int64_t e = live ? min((int64_t)r.start + r.len, s + (int64_t)w.chunk) : s;
     const int64_t span = W < 32 ? (int64_t)__reduce_max_sync(full, (unsigned)(e - s)) : e - s;
     float acc[CPL][VEC];
-    bwd_sum<W, CPL, VEC, U>(w, s, e, span, D, acc, lane, full);
+    bwd_sum<W, CPL, VEC, U, PLAIN>(w, s, e, span, D, acc, lane, full);
 #if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
     int early = 0;
     if (fused && live && lane == 0)
@@ -211,6 +211,7 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
   int k = 0;
   while ((1 << k) < w.max_D)
     k++;
+  const bool plain = bwd_plain(w);
   bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
     constexpr int VEC = decltype(vec)::value;
     typedef bwd_shape<VEC, decltype(kk)::value> S;
@@ -219,10 +220,16 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
                                         : (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
     /* policy: two rows in flight (H200: accum 29.8 vs 30.6 ms on the published workload,
      * 3.63 vs 3.96 on F4, 6.18 vs 6.39 on the hot row, against the shape's four) */
-    if (w.long_width != 4 && S::U > 2)
-      chunk_kernel<S::W, S::CPL, VEC, 2><<<std::max(cblocks, 1u), BLOCK, 0, stream>>>(w, fused);
+    const dim3 grid(std::max(cblocks, 1u));
+    const bool two = w.long_width != 4 && S::U > 2;
+    if (two && plain)
+      chunk_kernel<S::W, S::CPL, VEC, 2, true><<<grid, BLOCK, 0, stream>>>(w, fused);
+    else if (two)
+      chunk_kernel<S::W, S::CPL, VEC, 2, false><<<grid, BLOCK, 0, stream>>>(w, fused);
+    else if (plain)
+      chunk_kernel<S::W, S::CPL, VEC, S::U, true><<<grid, BLOCK, 0, stream>>>(w, fused);
     else
-      chunk_kernel<S::W, S::CPL, VEC, S::U><<<std::max(cblocks, 1u), BLOCK, 0, stream>>>(w, fused);
+      chunk_kernel<S::W, S::CPL, VEC, S::U, false><<<grid, BLOCK, 0, stream>>>(w, fused);
     if (!fused) {
       const unsigned ablocks = (unsigned)std::min<int64_t>((w.long_cap + per - 1) / per, cap);
       apply_kernel<S::W, S::CPL, VEC><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);

@@ -22,7 +22,7 @@ const int BLOCK = 128;
  * each run is walked for the warp's longest (bwd_sum's span), so every shuffle and warp sync
  * has the constant full mask (a per-group mask makes the compiler wrap each one in a
  * convergence loop). */
-template <int W, int CPL, int VEC, int U>
+template <int W, int CPL, int VEC, int U, bool PLAIN>
 __global__ void __launch_bounds__(BLOCK) short_kernel(dev_bwd w, int k)
 {
   __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(BLOCK) short_kernel(dev_bwd w, int k)
     float *m = w.momentum ? w.momentum + r.key : nullptr;
     float g[CPL][VEC];
     const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)r.len) : r.len;
-    bwd_sum<W, CPL, VEC, U>(w, r.start, (int64_t)r.start + r.len, span, D, g, lane, full);
+    bwd_sum<W, CPL, VEC, U, PLAIN>(w, r.start, (int64_t)r.start + r.len, span, D, g, lane, full);
     dev_row<W, CPL, VEC> wr; /* after the sum: fewer registers live across it */
     dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
     dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, full,
@@ -59,15 +59,22 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
 {
   if (cap == 0)
     return tbe_ok();
+  const bool plain = bwd_plain(w);
   bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
-    typedef bwd_shape<decltype(vec)::value, decltype(kk)::value> S;
+    constexpr int VEC = decltype(vec)::value;
+    typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int64_t want = (cap + BLOCK / S::W - 1) / (BLOCK / S::W);
     const unsigned blocks = (unsigned)std::min<int64_t>(want, gpu_bwd_max_blocks());
     /* policy: two rows in flight (H200: 16-19% faster than four on F1, F3, F4, published) */
-    if (w.short_width == 4 || S::U < 2)
-      short_kernel<S::W, S::CPL, decltype(vec)::value, S::U><<<blocks, BLOCK, 0, stream>>>(w, k);
+    const bool four = w.short_width == 4 || S::U < 2;
+    if (four && plain)
+      short_kernel<S::W, S::CPL, VEC, S::U, true><<<blocks, BLOCK, 0, stream>>>(w, k);
+    else if (four)
+      short_kernel<S::W, S::CPL, VEC, S::U, false><<<blocks, BLOCK, 0, stream>>>(w, k);
+    else if (plain)
+      short_kernel<S::W, S::CPL, VEC, 2, true><<<blocks, BLOCK, 0, stream>>>(w, k);
     else
-      short_kernel<S::W, S::CPL, decltype(vec)::value, 2><<<blocks, BLOCK, 0, stream>>>(w, k);
+      short_kernel<S::W, S::CPL, VEC, 2, false><<<blocks, BLOCK, 0, stream>>>(w, k);
   });
   GPU_TRY(cudaGetLastError());
   return tbe_ok();

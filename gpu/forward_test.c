@@ -85,12 +85,17 @@ static int run_case(eng_ctx *x, const char *text, int nconfigs, int *failures)
   }
   poison_pruned_weights(&b);
   eng_case_result r[sizeof configs / sizeof configs[0]];
+  const double t0 = eng_now_ms();
   st = eng_run_batch_configs(x, &b, canon, case_bounds(c), configs, nconfigs, NULL, r);
   for (int i = 0; i < nconfigs; i++) {
     if (st.code == TBE_OK)
       *failures += report(canon, &configs[i], &r[i]);
     eng_case_result_free(&r[i]);
   }
+  /* the wall time (the reference, its twins, every configuration and its checks): the big
+   * cases take minutes, and a GPU host's call is bounded */
+  printf("      %.1f s for the case's %d configurations\n", (eng_now_ms() - t0) * 1e-3, nconfigs);
+  fflush(stdout);
   if (st.code != TBE_OK)
     fprintf(stderr, "%s: %s\n", canon, st.message);
   tbe_batch_free(&b);

@@ -3,11 +3,11 @@
  * keyed by Philox4x32-10). Twin of ref/optimizer.c and ref/philox.c; not the gradient sums.
  *
  * Order (the same IEEE fp32 operations as ref/optimizer.h, spelled with intrinsics): a group of
- * W lanes holds a row, lane l owning columns d = l + W*c. The momentum's sum of squares is the
- * 32-lane scheme: lane l chains fma over its columns in ascending c (W = 32 gives d = l, l+32,
- * ...; W < 32 only occurs with D <= W, one column per lane, and the lanes past W of the 32-lane
- * scheme hold +0, which the butterfly adds exactly), then the butterfly s + s(l xor o) for
- * o = 16 .. 1 (o < W). Float addition is commutative, so s_l + s_m equals s_m + s_l.
+ * W lanes holds a row, lane l owning columns VEC*(l + W*c) + v (backward_impl.cuh, bwd_shape).
+ * The momentum's sum of squares is the 32-lane scheme, through the group's shared memory:
+ * scheme lane k chains fma over the columns d = k, k + 32, ... in ascending d (a lane past D
+ * holds +0), then the butterfly s + s(k xor o) for o = 16 .. 1. Float addition is commutative,
+ * so s_k + s_m equals s_m + s_k, and every scheme lane ends with the same value.
  */
 #ifndef GPU_OPTIMIZER_CUH
 #define GPU_OPTIMIZER_CUH
@@ -132,11 +132,11 @@ template <int W> __device__ __forceinline__ float dev_lane_butterfly(float s, un
   return s;
 }
 
-/* The 32-lane sum of squares of x[0..D) (a group's row in shared memory): lane l of the W
- * stands for the scheme's lanes l + W*i; each sums its columns d = lane, lane + 32, ...; the
- * butterfly's steps o >= W pair lanes within one thread, the rest go through shuffles. Every
- * lane gets lane 0's result. */
-template <int W>
+/* The 32-lane sum of squares of x[0..D) (a group's row in shared memory, D <= P): lane l of
+ * the W stands for the scheme's lanes l + W*i; each sums its columns d = lane, lane + 32, ...
+ * (unrolled to P's bound, predicated on D); the butterfly's steps o >= W pair lanes within one
+ * thread, the rest go through shuffles. Every lane gets lane 0's result. */
+template <int W, int P>
 __device__ __forceinline__ float dev_sum_squares(const float *x, int32_t D, int lane, unsigned mask)
 {
   constexpr int V = 32 / W;
@@ -144,8 +144,12 @@ __device__ __forceinline__ float dev_sum_squares(const float *x, int32_t D, int 
 #pragma unroll
   for (int i = 0; i < V; i++) {
     s[i] = 0.0f;
-    for (int32_t d = lane + W * i; d < D; d += 32)
-      s[i] = __fmaf_rn(x[d], x[d], s[i]);
+#pragma unroll
+    for (int j = 0; j < (P + 31) / 32; j++) {
+      const int32_t d = lane + W * i + 32 * j;
+      if (d < D)
+        s[i] = __fmaf_rn(x[d], x[d], s[i]);
+    }
   }
 #pragma unroll
   for (int o = 16; o >= W; o /= 2) {
@@ -215,16 +219,17 @@ __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, 
   float cw = 1.0f, mu = o.lr;
   if (o.kind == REF_OPT_ROWWISE_ADAGRAD) {
     __syncwarp(mask); /* the group's last row is read */
+    const bool l2 = o.wd == REF_WD_L2;
 #pragma unroll
-    for (int c = 0; c < CPL; c++)
+    for (int c = 0; c < CPL; c++) {
+      const int d0 = VEC * (lane + W * c); /* VEC = 4: D is a multiple of 4 */
+      if (d0 < D)
 #pragma unroll
-      for (int v = 0; v < VEC; v++) {
-        const int d = VEC * (lane + W * c) + v;
-        if (d < D)
-          x[d] = o.wd == REF_WD_L2 ? __fmaf_rn(o.lambda, r.w[c][v], g[c][v]) : g[c][v];
-      }
+        for (int v = 0; v < VEC; v++)
+          x[d0 + v] = l2 ? __fmaf_rn(o.lambda, r.w[c][v], g[c][v]) : g[c][v];
+    }
     __syncwarp(mask);
-    const float s = dev_sum_squares<W>(x, D, lane, mask);
+    const float s = dev_sum_squares<W, W * CPL * VEC>(x, D, lane, mask);
     const float mm = __fadd_rn(r.m, __fdiv_rn(s, (float)D));
     mu = __fdiv_rn(o.lr, __fadd_rn(__fsqrt_rn(mm), o.eps));
     cw = o.wd == REF_WD_L2         ? __fmaf_rn(-mu, o.lambda, 1.0f)
