@@ -383,9 +383,10 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   w.launch++;
   /* Untimed (before the first event): every deterministic partial slot starts the launch as
    * NaN (all bits set). A slot the combine reads before its chunk program's store landed then
-   * gives NaN, not the previous launch's identical bits, which would hide the race. The atomic
-   * fp64 rows are zeroed per launch by expand_kernel. */
-  if (!w.atomic && w.part)
+   * gives NaN, not the previous launch's identical bits, which would hide the race. Here, not in
+   * gpu_bwd_restore, so that every launch gets it (also a CUDA graph's). The atomic fp64 rows are
+   * zeroed per launch by expand_kernel. */
+  if (!w.atomic && w.long_cap > 0)
     GPU_TRY(cudaMemsetAsync(w.part, 0xFF, sizeof(float) * (size_t)w.chunk_cap * (size_t)w.max_D,
                             stream));
   if (timed)
