@@ -187,6 +187,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.grid < 0 || c.grid > GPU_MAX_GRID                         ? "grid"
                     : c.order < GPU_ORDER_ASC || c.order > GPU_ORDER_SHUFFLE      ? "order"
                     : c.noise != 0 && c.noise != 1                                ? "noise"
+                    : c.delay < 0 || c.delay > GPU_MAX_DELAY                      ? "delay"
                                                                                   : nullptr;
   if (bad)
     return tbe_error(TBE_EINVAL, bad, -1, "gpu_bwd_config.%s holds a value the backward does not "
@@ -201,6 +202,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   w.long_width = c.long_width;
   w.grid = c.grid;
   w.order = c.order;
+  w.delay = (uint32_t)c.delay;
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;
   return tbe_ok();
@@ -378,6 +380,15 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
 {
   dev_bwd &w = g->w;
   g->timed = timed != 0;
+  w.launch++;
+  /* Untimed (before the first event): every deterministic partial slot starts the launch as
+   * NaN (all bits set). A slot the combine reads before its chunk program's store landed then
+   * gives NaN, not the previous launch's identical bits, which would hide the race. Here, not in
+   * gpu_bwd_restore, so that every launch gets it (also a CUDA graph's). The atomic fp64 rows are
+   * zeroed per launch by expand_kernel. */
+  if (!w.atomic && w.long_cap > 0)
+    GPU_TRY(cudaMemsetAsync(w.part, 0xFF, sizeof(float) * (size_t)w.chunk_cap * (size_t)w.max_D,
+                            stream));
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[0], stream));
   GPU_TRY(cudaMemsetAsync(w.counts, 0, sizeof(bwd_counts), stream));

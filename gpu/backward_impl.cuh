@@ -74,6 +74,10 @@ struct dev_bwd {
   int32_t grid;                /* blocks of the chunk kernel; 0: the policy */
   int order;                   /* gpu_chunk_order: which chunk program each group slot takes */
   uint64_t order_key;          /* GPU_ORDER_SHUFFLE: the permutation's key (the case seed's) */
+  uint32_t delay;              /* bwd.delay: chunk programs sleep below it (ns) before they
+                                  publish their partial; 0: never */
+  uint32_t launch;             /* the session's count of backward launches: bwd.delay's sleeps
+                                  differ from launch to launch */
   int64_t sentinel;            /* key of positions that make no entry (-1, outside every bag) */
   float *momentum;             /* [rows] or NULL */
   float *psw_grad;             /* [N] or NULL */

@@ -12,10 +12,12 @@
  * ref/backward_exact.c, tight enough to see one partial among millions). Long runs of every table go through the widest table's group
  * shape (they are few; bucketing is for short runs).
  *
- * Schedule (bwd.grid, bwd.order; no bit depends on it): group slot q of the chunk kernel's
- * grid-stride loop takes chunk program chunk_at(q), a bijection on the programs (ascending,
- * descending or a fixed pseudo-random permutation); every array is indexed by the program, so
- * only which group runs it, and when, changes.
+ * Schedule (bwd.grid, bwd.order, bwd.delay; no bit depends on it): group slot q of the chunk
+ * kernel's grid-stride loop takes chunk program chunk_at(q), a bijection on the programs
+ * (ascending, descending or a fixed pseudo-random permutation); every array is indexed by the
+ * program, so only which group runs it, and when, changes. bwd.delay makes each program sleep a
+ * pseudo-random time between its sum and the stores of its partial (delay_ns), in accum mode
+ * too (harmless there: the apply is a later kernel).
  */
 #include <algorithm>
 
@@ -61,6 +63,16 @@ __device__ __forceinline__ int64_t chunk_at(const dev_bwd &w, int64_t q, int64_t
     x = l << h | r;
   } while (x >= (uint64_t)n);
   return (int64_t)x;
+}
+
+/* bwd.delay: how long chunk program q sleeps before it publishes its partial, in [0, w.delay)
+ * ns: a hash of q, the case seed's order key and the launch number, so the sleeps differ
+ * between programs and between the launches of a session. Only when the chunk programs end,
+ * never what they compute, depends on it. */
+__device__ __forceinline__ unsigned delay_ns(const dev_bwd &w, int64_t q)
+{
+  const uint64_t key = w.order_key ^ 0x64656c6179ull ^ ((uint64_t)w.launch << 32);
+  return (unsigned)(order_mix((uint64_t)q, key, 0) >> 32) % w.delay;
 }
 
 /* Chunk programs of each long run, its countdown and (atomic) its zeroed accumulator row. */
@@ -149,6 +161,8 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
       early = atomicSub(w.countdown + ch.lrun, 1) == 1;
     early = __shfl_sync(full, early, 0, W);
 #endif
+    if (w.delay) /* bwd.delay: widens the window between the sum and the stores below */
+      __nanosleep(delay_ns(w, q));
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
       const int d0 = VEC * (lane + W * c);

@@ -1,5 +1,6 @@
 /* backward_test.c: what the case runs cannot show about the GPU backward: the fused deterministic
- * path launched 50 times gives the same bits every time (a race shows up as a change), and
+ * path launched 50 times, most with chunk programs held back before their partial's store
+ * (bwd.delay), gives the reference's bits every time (a race shows up as a change), and
  * bounds check + forward + backward captured once in a CUDA graph and replayed on new inputs of
  * the same shape give the reference's bits (so nothing in them syncs with the host). SKIPs
  * (exit 77) without a GPU. Not `tbecheck run` over cases/gpu_backward.cases (cli_gpu).
@@ -55,8 +56,13 @@ static int same_bits(const char *what, const ref_case *r, const gpu_fwd_result *
   return bad != NULL;
 }
 
+/* bwd.delay of the repeated launches, ns, in turn: every fifth launch without. Each partial
+ * slot starts a launch as NaN, so a countdown that overtakes a held-back store shows. */
+static const int repeat_delays[] = {0, 2000, 500, 20000, 5000};
+#define REPEAT_DELAYS ((int)(sizeof repeat_delays / sizeof repeat_delays[0]))
+
 /* The fused deterministic path, many chunks per run and many runs, launched `reps` times in one
- * session: every launch must give the reference's bits. */
+ * session under the delays in turn: every launch must give the reference's bits. */
 static int repeat_test(const char *text, int reps)
 {
   ref_case r;
@@ -67,13 +73,16 @@ static int repeat_test(const char *text, int reps)
   gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED};
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, r.bwd.cfg, &gc, r.bwd.grad_output, r.bwd.momentum);
-  int fail = st.code != TBE_OK, launches = 0;
+  int fail = st.code != TBE_OK, launches = 0, delayed = 0, longest = 0;
   int64_t chunks = 0;
   gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF};
   for (int i = 0; i < reps && !fail; i++) {
     gpu_fwd_result f;
     gpu_bwd_result g;
-    st = gpu_session_forward(s, r.mode, &fc, 0, NULL);
+    gc.delay = repeat_delays[i % REPEAT_DELAYS];
+    st = gpu_session_backward_config(s, &gc);
+    if (st.code == TBE_OK)
+      st = gpu_session_forward(s, r.mode, &fc, 0, NULL);
     if (st.code == TBE_OK)
       st = gpu_session_backward(s, NULL);
     if (st.code == TBE_OK)
@@ -85,17 +94,20 @@ static int repeat_test(const char *text, int reps)
       break;
     }
     char what[64];
-    snprintf(what, sizeof what, "launch %d", i + 1);
+    snprintf(what, sizeof what, "launch %d (bwd.delay=%d)", i + 1, gc.delay);
     fail |= same_bits(what, &r, &f, &g);
     chunks = g.stats.chunks;
     launches++;
+    delayed += gc.delay > 0;
+    longest = gc.delay > longest ? gc.delay : longest;
     gpu_fwd_result_free(&f);
     gpu_bwd_result_free(&g);
   }
   if (st.code != TBE_OK)
     printf("FAIL  %s: %s\n", text, st.message);
-  printf("%s  %d fused launches, %lld chunk programs each, identical to the reference: %s\n",
-         fail ? "FAIL" : "pass", launches, (long long)chunks, text);
+  printf("%s  %d fused launches (%d with bwd.delay up to %d ns), %lld chunk programs each, "
+         "identical to the reference: %s\n", fail ? "FAIL" : "pass", launches, delayed,
+         longest, (long long)chunks, text);
   gpu_session_close(s);
   ref_case_free(&r);
   return fail;

@@ -129,8 +129,9 @@ tbe_status gpu_bwd_restore(gpu_bwd *g, cudaStream_t stream);
 /* New host inputs of the same shape in place of the pristine ones. */
 tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
                           const void *grad_output, const float *momentum);
-/* Enqueues the backward; fatal_state (FATAL mode, else NULL) stops it when an offender was
- * found; timed records the phase events. */
+/* Enqueues the backward, after an untimed fill of the deterministic partial slots with NaN;
+ * fatal_state (FATAL mode, else NULL) stops it when an offender was found; timed records the
+ * phase events. Each call counts one launch (dev_bwd.launch, bwd.delay's hash). */
 tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
                            cudaStream_t stream);
 /* The last enqueue's times and counts (waits for it). */

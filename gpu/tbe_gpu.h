@@ -69,13 +69,14 @@ tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r);
 void gpu_session_close(gpu_session *s);
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order,
- * bwd.noise); the numerics-changing knobs (threshold, chunk, combine) are ref_bwd_config's.
- * Zero values mean the defaults. No bit of any result depends on these: grid, order and noise
- * only change the schedule (which group runs which chunk program, and when), which is what
- * `tbecheck race` varies. */
+ * bwd.noise, bwd.delay); the numerics-changing knobs (threshold, chunk, combine) are
+ * ref_bwd_config's. Zero values mean the defaults. No bit of any result depends on these: grid,
+ * order, noise and delay only change the schedule (which group runs which chunk program, and
+ * when), which is what `tbecheck race` varies. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
 #define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
+#define GPU_MAX_DELAY 100000 /* the longest bwd.delay, ns */
 typedef struct {
   gpu_long_mode long_mode; /* long runs: accum + apply (default: faster on the published
                               workload and the hot row, bench/RESULTS.md), or fused fence +
@@ -90,6 +91,11 @@ typedef struct {
                               or a fixed pseudo-random permutation keyed by the case seed */
   int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
                               backward, for a bounded time, on its own scratch buffer */
+  int delay;               /* 0..GPU_MAX_DELAY ns: each chunk program sleeps a pseudo-random
+                              time below it (a hash of the program, the case seed and the
+                              launch) between summing its part and publishing the partial, so a
+                              countdown or read that overtakes a partial's store is seen (the
+                              deterministic workspace starts each launch as NaN); 0: none */
 } gpu_bwd_config;
 
 /* A backward's times (CUDA events) and what its runs looked like (read back after it). */

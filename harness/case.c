@@ -52,6 +52,9 @@
  *                        (shuffle: a fixed permutation keyed by the seed); no bit depends on it
  *   bwd.noise=0|1 [0]    GPU: a noise kernel on a second stream beside the backward, perturbing
  *                        its schedule; no bit depends on it
+ *   bwd.delay=NS [0]     GPU: 0..100000; each chunk program of the long runs sleeps a
+ *                        pseudo-random time below NS ns before publishing its partial, widening
+ *                        the fused countdown's race window; no bit depends on it
  *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty; also the
  *                        Philox key of stochastic rounding
  * Rules between keys (the error names the key after the colon): pool=mean or none with
@@ -87,7 +90,7 @@ typedef enum {
   K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
   K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
   K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH,
-  K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_SEED, K_COUNT
+  K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -96,7 +99,7 @@ static const char *const key_names[K_COUNT] = {
   "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
   "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
   "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.width",
-  "bwd.grid", "bwd.order", "bwd.noise", "seed"};
+  "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -714,6 +717,11 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_int(ps, v, r, "an integer 1..65535 (leave bwd.grid out for the policy)");
     c->knobs.bwd_grid = (int)x;
     return tbe_ok();
+  case K_BWD_DELAY:
+    if ((r = parse_int(v, 0, CASE_MAX_DELAY, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "an integer 0..100000 (nanoseconds)");
+    c->knobs.bwd_delay = (int)x;
+    return tbe_ok();
   case K_BWD_ORDER:
     if ((w = parse_word(v, order_words, 3)) < 0)
       return fail_word(ps, v, order_words, 3);
@@ -852,7 +860,7 @@ static tbe_status check_knobs(parse_state *ps)
   static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
                                          K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH, K_BWD_GRID,
-                                         K_BWD_ORDER, K_BWD_NOISE};
+                                         K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -966,7 +974,7 @@ tbe_status case_parse(const char *text, tbe_case **out)
                    "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
                    "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
                    "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.width bwd.grid "
-                   "bwd.order bwd.noise seed", slen(key), key.s, slen(whole),
+                   "bwd.order bwd.noise bwd.delay seed", slen(key), key.s, slen(whole),
                    whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1095,6 +1103,7 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   if (k->bwd_order)
     sb_word(s, K_BWD_ORDER, order_words[k->bwd_order]);
   sb_int(s, K_BWD_NOISE, k->bwd_noise, 0);
+  sb_int(s, K_BWD_DELAY, k->bwd_delay, 0);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1226,6 +1235,7 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
          a->bwd_long == b->bwd_long && a->bwd_no_bucket == b->bwd_no_bucket &&
          a->bwd_width == b->bwd_width && a->bwd_grid == b->bwd_grid &&
          a->bwd_order == b->bwd_order && a->bwd_noise == b->bwd_noise &&
+         a->bwd_delay == b->bwd_delay &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&

@@ -49,6 +49,8 @@ typedef struct {
   int bwd_grid;              /* bwd.grid: chunk kernel blocks, 0 (policy) or 1..65535 */
   int bwd_order;             /* bwd.order: 0 asc, 1 desc, 2 shuffle (gpu_chunk_order) */
   int bwd_noise;             /* bwd.noise: 1 runs a noise kernel beside the backward */
+  int bwd_delay;             /* bwd.delay: 0..100000 ns, chunk programs sleep below it before
+                                publishing their partial; 0 none */
   ref_bwd_config bwd;        /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
                               * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
 } tbe_knobs;

@@ -120,19 +120,22 @@ static void test_canonical(void)
   check_canonical("wdtype=bf16 opt=sgd sr=1 step=4294967295",
                   "wdtype=bf16 opt=sgd sr=1 step=4294967295 seed=1");
   /* the GPU backward's schedule: defaults left out, canonical order after bwd.width */
-  check_canonical("bwd.noise=1 bwd.order=shuffle bwd.grid=3 bwd.long=fused opt=sgd",
-                  "opt=sgd bwd.long=fused bwd.grid=3 bwd.order=shuffle bwd.noise=1 seed=1");
-  check_canonical("opt=sgd bwd.order=asc bwd.noise=0", "opt=sgd seed=1");
+  check_canonical("bwd.delay=2000 bwd.noise=1 bwd.order=shuffle bwd.grid=3 bwd.long=fused opt=sgd",
+                  "opt=sgd bwd.long=fused bwd.grid=3 bwd.order=shuffle bwd.noise=1 bwd.delay=2000 "
+                  "seed=1");
+  check_canonical("opt=sgd bwd.order=asc bwd.noise=0 bwd.delay=0", "opt=sgd seed=1");
+  check_canonical("opt=sgd bwd.delay=100000 seed=5", "opt=sgd bwd.delay=100000 seed=5");
   check_canonical("opt=rowwise_adagrad bwd.order=desc bwd.grid=65535",
                   "opt=rowwise_adagrad bwd.grid=65535 bwd.order=desc seed=1");
   tbe_case *c = NULL;
-  case_parse("opt=sgd bwd.grid=7 bwd.order=desc bwd.noise=1", &c);
+  case_parse("opt=sgd bwd.grid=7 bwd.order=desc bwd.noise=1 bwd.delay=500", &c);
   const tbe_knobs *k = c ? case_knobs(c) : NULL;
-  CHECK(k && k->bwd_grid == 7 && k->bwd_order == 1 && k->bwd_noise == 1, "schedule knobs");
+  CHECK(k && k->bwd_grid == 7 && k->bwd_order == 1 && k->bwd_noise == 1 && k->bwd_delay == 500,
+        "schedule knobs");
   case_free(c);
   case_parse("opt=sgd", &c);
   k = c ? case_knobs(c) : NULL;
-  CHECK(k && k->bwd_grid == 0 && k->bwd_order == 0 && k->bwd_noise == 0,
+  CHECK(k && k->bwd_grid == 0 && k->bwd_order == 0 && k->bwd_noise == 0 && k->bwd_delay == 0,
         "schedule knobs' defaults (today's schedule)");
   case_free(c);
 }
@@ -202,7 +205,9 @@ static void test_errors(void)
     {"bwd.grid=4", "bwd.grid"}, {"opt=sgd bwd.order=random", "bwd.order"},
     {"opt=sgd bwd.order=", "bwd.order"}, {"bwd.order=desc", "bwd.order"},
     {"opt=sgd bwd.noise=2", "bwd.noise"}, {"opt=sgd bwd.noise=yes", "bwd.noise"},
-    {"bwd.noise=1", "bwd.noise"},
+    {"bwd.noise=1", "bwd.noise"}, {"opt=sgd bwd.delay=100001", "bwd.delay"},
+    {"opt=sgd bwd.delay=-1", "bwd.delay"}, {"opt=sgd bwd.delay=1us", "bwd.delay"},
+    {"bwd.delay=500", "bwd.delay"},
     /* hot rows that need more lookups than their table's features can ever make */
     {"B=1 L=4 hot=0:0:100", "hot"}, {"B=4 L=4 hot=0:1:1000000000", "hot"},
     {"T=2 B=5 E=1,9 map=1,1 hot=0:0:1", "hot"}, {"B=1 L=0..4 hot=0:0:2,0:1:3", "hot"},

@@ -500,7 +500,8 @@ static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng
                          .long_width = bwd ? bwd->gpu_width : 0,
                          .grid = bwd ? bwd->gpu_grid : 0,
                          .order = (gpu_chunk_order)(bwd ? bwd->gpu_order : 0),
-                         .noise = bwd ? bwd->gpu_noise : 0};
+                         .noise = bwd ? bwd->gpu_noise : 0,
+                         .delay = bwd ? bwd->gpu_delay : 0};
   tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
                                 bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g,
                                 &gb);

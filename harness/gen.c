@@ -694,6 +694,7 @@ tbe_status gen_case(const tbe_case *c, tbe_batch *b, gen_bwd *bwd)
     bwd->gpu_grid = case_knobs(c)->bwd_grid;
     bwd->gpu_order = case_knobs(c)->bwd_order;
     bwd->gpu_noise = case_knobs(c)->bwd_noise;
+    bwd->gpu_delay = case_knobs(c)->bwd_delay;
   }
   if (s.code != TBE_OK)
     gen_case_free(b, bwd);

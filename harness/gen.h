@@ -26,7 +26,8 @@ typedef struct {
   const float *momentum;     /* [rows] (rowwise_adagrad), else NULL */
   int gpu_long, gpu_no_bucket, gpu_width; /* how the GPU engine runs it: bwd.long,
                                             bwd.bucket=0, bwd.width */
-  int gpu_grid, gpu_order, gpu_noise;     /* its schedule: bwd.grid, bwd.order, bwd.noise */
+  int gpu_grid, gpu_order, gpu_noise,     /* its schedule: bwd.grid, bwd.order, bwd.noise, */
+      gpu_delay;                          /* bwd.delay */
 } gen_bwd;
 
 /* Generates case c: the batch into *b (validated) and, when the case has an optimizer, its
@@ -106,5 +107,6 @@ struct tbe_case {
 #define CASE_MAX_SL (INT64_C(1) << 40)
 #define CASE_MAX_ALPHA 100.0
 #define CASE_MAX_GRID 65535 /* bwd.grid (GPU_MAX_GRID) */
+#define CASE_MAX_DELAY 100000 /* bwd.delay, ns (GPU_MAX_DELAY) */
 
 #endif

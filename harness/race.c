@@ -1,8 +1,8 @@
 /* race.c: `tbecheck race --seconds S --seed X [--launches N] [--db PATH] [--cases FILE]`: race
  * fuzzing of the GPU backward's fused fence + countdown path. Each case (drawn, or read from
  * FILE) runs through the reference once; then one GPU session launches its backward N times,
- * cycling through chunk-kernel grids, chunk orders and a noise kernel on a second stream
- * (race_variant), and every launch's weights, momentum and psw_grad are held to the reference's
+ * cycling through chunk-kernel grids, chunk orders, a noise kernel on a second stream and
+ * sleeps before each chunk program's partial store (race_variant), and every launch's weights, momentum and psw_grad are held to the reference's
  * bits. Not `tbecheck fuzz` (fuzz_campaign.c: one launch per case, the whole edge space).
  *
  * What lands in the database per case: one results row per output (gpu:ref, path
@@ -35,6 +35,7 @@
 #define MAX_LAUNCHES 10000
 #define MAX_VIOLATIONS 10
 #define RACE_PATH "backward.race"
+#define RACE_VARIANT_TEXT 64 /* room for one launch's "grid=G order=O noise=N delay=NS" */
 
 static const char race_usage[] =
     "usage: tbecheck race [--seconds S] [--seed X] [--launches N] [--db PATH] [--cases FILE]\n"
@@ -42,15 +43,17 @@ static const char race_usage[] =
     "Race fuzzing of the GPU backward: cases with many chunk programs per run and many runs\n"
     "(hot rows, zipf, bwd.chunk 1..32, a low bwd.threshold, several tables, fp32/fp16/bf16\n"
     "weights with and without stochastic rounding, SGD and row-wise Adagrad, weighted), drawn\n"
-    "from seed X (default 1) for S seconds (default 60), or the cases of FILE in turn. Each runs\n"
-    "through the reference once; then one GPU session launches its backward N times (default\n"
-    "20), cycling through chunk-kernel grids (bwd.grid), chunk orders (bwd.order) and a noise\n"
-    "kernel beside it (bwd.noise), and every launch must give the reference's bits. Stored per\n"
-    "case: a results row per output (path backward.race; a mismatch is a failure, shown by\n"
-    "`tbecheck list --failed`) and a races row (launches, distinct outcomes, mismatches), shown\n"
-    "by `tbecheck report`. Cases of FILE need an optimizer and bwd.combine=deterministic (the\n"
-    "atomic combine is held by its bound, not bit for bit); their own bwd.grid, bwd.order and\n"
-    "bwd.noise are replaced by the cycle. Without a GPU it says so and exits 0 (a skip).\n"
+    "from seed X (default 1) for S seconds (default 60), or the cases of FILE in turn. Each\n"
+    "runs through the reference once; then one GPU session launches its backward N times\n"
+    "(default 20), cycling through chunk-kernel grids (bwd.grid), chunk orders (bwd.order), a\n"
+    "noise kernel beside it (bwd.noise) and sleeps of each chunk program before it publishes\n"
+    "its partial (bwd.delay, up to 20 us), and every launch must give the reference's bits.\n"
+    "Stored per case: a results row per output (path backward.race; a mismatch is a failure,\n"
+    "shown by `tbecheck list --failed`) and a races row (launches, distinct outcomes,\n"
+    "mismatches), shown by `tbecheck report`. Cases of FILE need an optimizer and\n"
+    "bwd.combine=deterministic (the atomic combine is held by its bound, not bit for bit);\n"
+    "their own bwd.grid, bwd.order, bwd.noise and bwd.delay are replaced by the cycle. Without\n"
+    "a GPU it says so and exits 0 (a skip).\n"
     "  --db PATH              results database (default ./tbecheck.db)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
     "Exit 0 no failure, 1 mismatches or GPU errors, 2 bad usage or input, 3 I/O or internal\n"
@@ -58,17 +61,22 @@ static const char race_usage[] =
 
 /* ---- the schedule ---- */
 
-/* 5 grids, 3 orders, 2 noise settings: coprime counts, so launches k mod 30 take each
- * combination once (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group loop
- * over many chunk programs, so different groups finish a run's last chunk. */
+/* 5 grids, 3 orders, 2 noise settings, 7 delays: coprime counts, so launches k mod 210 take
+ * each combination once (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group
+ * loop over many chunk programs, so different groups finish a run's last chunk. The delays (ns)
+ * hold each chunk program back between its sum and its partial's store, by a pseudo-random
+ * time below them, for up to ~20 us: a countdown or combine that overtook a store would read a
+ * NaN slot (backward.cu poisons the workspace per launch). */
 static const int race_grids[] = {0, 1, 2, 7, 61};
 static const char *const race_orders[] = {"asc", "desc", "shuffle"};
+static const int race_delays[] = {0, 500, 1000, 2000, 5000, 10000, 20000};
 
-void race_variant(int64_t k, int *grid, int *order, int *noise)
+void race_variant(int64_t k, int *grid, int *order, int *noise, int *delay)
 {
   *grid = race_grids[k % 5];
   *order = (int)(k % 3);
   *noise = (int)(k % 2);
+  *delay = race_delays[k % 7];
 }
 
 /* ---- the drawn cases ---- */
@@ -291,24 +299,24 @@ static int race_compare(const race_ref *r, race_output *o, eng_check *c, int64_t
   return differs;
 }
 
-/* "grid=G order=O noise=N" of launch k. */
+/* "grid=G order=O noise=N delay=NS" of launch k. */
 static void race_variant_text(int64_t k, char *buf, size_t n)
 {
-  int grid, order, noise;
-  race_variant(k, &grid, &order, &noise);
-  snprintf(buf, n, "grid=%d order=%s noise=%d", grid, race_orders[order], noise);
+  int grid, order, noise, delay;
+  race_variant(k, &grid, &order, &noise, &delay);
+  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d", grid, race_orders[order], noise, delay);
 }
 
 /* The schedules of `done` launches: the first cycle, then a note that it repeats. malloc'd. */
 static char *race_variants(int64_t done)
 {
-  size_t cap = 32 * RACE_CYCLE + 64, len = 0;
+  size_t cap = (RACE_VARIANT_TEXT + 2) * RACE_CYCLE + 64, len = 0;
   char *s = malloc(cap);
   if (!s)
     return NULL;
   s[0] = '\0';
   for (int64_t k = 0; k < done && k < RACE_CYCLE; k++) {
-    char v[48];
+    char v[RACE_VARIANT_TEXT];
     race_variant_text(k, v, sizeof v);
     len += (size_t)snprintf(s + len, cap - len, "%s%s", k ? "; " : "", v);
   }
@@ -341,7 +349,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
     st = gpu_session_backward_open(s, bwd->cfg, &gc, bwd->grad_output, bwd->momentum);
   for (int64_t k = 0; st.code == TBE_OK && k < launches; k++) {
     int order;
-    race_variant(k, &gc.grid, &order, &gc.noise);
+    race_variant(k, &gc.grid, &order, &gc.noise, &gc.delay);
     gc.order = (gpu_chunk_order)order;
     gpu_bwd_stats stats;
     gpu_bwd_result g;
@@ -426,25 +434,25 @@ static int race_repeat(race_ctx *x, const char *canon)
   return n;
 }
 
-/* canon with the schedule of launch k in place of its own bwd.grid, bwd.order and bwd.noise,
- * canonical; what `tbecheck replay` runs as that launch. malloc'd, NULL on failure. */
+/* canon with the schedule of launch k in place of its own bwd.grid, bwd.order, bwd.noise and
+ * bwd.delay, canonical; what `tbecheck replay` runs as that launch. malloc'd, NULL on failure. */
 static char *race_reproducer(const char *canon, int64_t k)
 {
-  int grid, order, noise;
-  race_variant(k, &grid, &order, &noise);
-  size_t n = strlen(canon) + 96;
+  int grid, order, noise, delay;
+  race_variant(k, &grid, &order, &noise, &delay);
+  size_t n = strlen(canon) + 128;
   char *text = malloc(n), *copy = strdup(canon);
   char *out = NULL;
   if (text && copy) {
     text[0] = '\0';
     for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
       if (strncmp(tok, "bwd.grid=", 9) && strncmp(tok, "bwd.order=", 10) &&
-          strncmp(tok, "bwd.noise=", 10))
+          strncmp(tok, "bwd.noise=", 10) && strncmp(tok, "bwd.delay=", 10))
         snprintf(text + strlen(text), n - strlen(text), "%s ", tok);
     if (grid) /* the policy has no key */
       snprintf(text + strlen(text), n - strlen(text), "bwd.grid=%d ", grid);
-    snprintf(text + strlen(text), n - strlen(text), "bwd.order=%s bwd.noise=%d",
-             race_orders[order], noise);
+    snprintf(text + strlen(text), n - strlen(text), "bwd.order=%s bwd.noise=%d bwd.delay=%d",
+             race_orders[order], noise, delay);
     tbe_case *c;
     if (case_parse(text, &c).code == TBE_OK) {
       int len = case_format(c, NULL, 0);
@@ -524,7 +532,7 @@ static int race_case(race_ctx *x, const char *canon, race_ref *r, tbe_status ref
       eng_check *k = &res.checks[outs[i].check];
       if (!outs[i].mismatches)
         continue;
-      char v[48];
+      char v[RACE_VARIANT_TEXT];
       race_variant_text(outs[i].first, v, sizeof v);
       k->status = ENG_FAIL;
       snprintf(k->reason, sizeof k->reason, "%lld of %lld launches differ from the reference "

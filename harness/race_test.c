@@ -22,23 +22,35 @@ static int failures;
     }                                                                                     \
   } while (0)
 
+/* The index of v among the *n distinct values of vals so far (v appended when new). */
+static int value_index(int *vals, int *n, int v)
+{
+  int i = 0;
+  while (i < *n && vals[i] != v)
+    i++;
+  if (i == *n)
+    vals[(*n)++] = v;
+  return i;
+}
+
 static void test_cycle(void)
 {
-  int seen[RACE_CYCLE] = {0}, grid, order, noise;
-  race_variant(0, &grid, &order, &noise);
-  CHECK(grid == 0 && order == 0 && noise == 0, "launch 0 is not today's schedule");
-  int grids[RACE_CYCLE], ng = 0;
+  int seen[RACE_CYCLE] = {0}, grid, order, noise, delay, nonzero = 0;
+  race_variant(0, &grid, &order, &noise, &delay);
+  CHECK(grid == 0 && order == 0 && noise == 0 && delay == 0, "launch 0 is not today's schedule");
+  int grids[RACE_CYCLE], ng = 0, delays[RACE_CYCLE], nd = 0;
   for (int k = 0; k < RACE_CYCLE; k++) {
-    race_variant(k, &grid, &order, &noise);
-    int g = 0;
-    while (g < ng && grids[g] != grid)
-      g++;
-    if (g == ng)
-      grids[ng++] = grid;
-    CHECK(order >= 0 && order < 3 && (noise == 0 || noise == 1) && grid >= 0, "launch %d", k);
-    seen[(g * 3 + order) * 2 + noise]++;
+    race_variant(k, &grid, &order, &noise, &delay);
+    const int g = value_index(grids, &ng, grid), dl = value_index(delays, &nd, delay);
+    CHECK(order >= 0 && order < 3 && (noise == 0 || noise == 1) && grid >= 0 && delay >= 0 &&
+              delay <= CASE_MAX_DELAY, "launch %d", k);
+    nonzero += delay > 0;
+    if (g < 5 && dl < 7)
+      seen[((g * 3 + order) * 2 + noise) * 7 + dl]++;
   }
-  CHECK(ng * 6 == RACE_CYCLE, "%d grids in a cycle of %d", ng, RACE_CYCLE);
+  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd == RACE_CYCLE, "%d grids and %d delays in a cycle "
+        "of %d", ng, nd, RACE_CYCLE);
+  CHECK(nonzero == RACE_CYCLE * 6 / 7, "%d of %d launches with a delay", nonzero, RACE_CYCLE);
   for (int i = 0; i < RACE_CYCLE; i++)
     CHECK(seen[i] == 1, "combination %d taken %d times in one cycle", i, seen[i]);
 }

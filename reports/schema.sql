@@ -145,8 +145,8 @@ CREATE TABLE perf (
 CREATE INDEX perf_run ON perf (run);
 
 -- One row per case of a `tbecheck race` run: the GPU backward of one session launched again and
--- again under varying schedules (bwd.grid, bwd.order, bwd.noise), each launch's bits compared
--- with the reference's. A mismatch is also a failed results row (path 'backward.race').
+-- again under varying schedules (bwd.grid, bwd.order, bwd.noise, bwd.delay), each launch's bits
+-- compared with the reference's. A mismatch is also a failed results row (path 'backward.race').
 CREATE TABLE races (
   id                INTEGER PRIMARY KEY,
   run               INTEGER NOT NULL REFERENCES runs (id),
@@ -164,8 +164,8 @@ CREATE TABLE races (
                                                   -- count, first launch)
   chunks            INTEGER NOT NULL CHECK (chunks >= 0),    -- their chunk programs
   variants          TEXT NOT NULL CHECK (length(variants) > 0), -- the schedule of each launch,
-                                                  -- in order: 'grid=0 order=asc noise=0; ...'
-                                                  -- (grid 0: the policy)
+                                                  -- in order: 'grid=0 order=asc noise=0
+                                                  -- delay=0; ...' (grid 0: the policy)
   UNIQUE (run, case_id, repeat)
 );
 

@@ -43,8 +43,8 @@ CREATE TABLE races (
                                                   -- count, first launch)
   chunks            INTEGER NOT NULL CHECK (chunks >= 0),    -- their chunk programs
   variants          TEXT NOT NULL CHECK (length(variants) > 0), -- the schedule of each launch,
-                                                  -- in order: 'grid=0 order=asc noise=0; ...'
-                                                  -- (grid 0: the policy)
+                                                  -- in order: 'grid=0 order=asc noise=0
+                                                  -- delay=0; ...' (grid 0: the policy)
   UNIQUE (run, case_id, repeat)
 );
 UPDATE meta SET schema_version = 5;
