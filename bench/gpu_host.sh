@@ -70,16 +70,16 @@ for spec in "${parts[@]}"; do
       r=$?; [ $r -ne 0 ] && rc=1
       note sanitize "exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" ;;
     faults)
-      # all five side by side, alone in the call: each tree builds every CUDA file (about
-      # 450 core-seconds), so with other parts beside them they outran a 330 s window
+      # side by side, the host's 16 cores shared among them: each tree builds every CUDA file
+      # (about 450 core-seconds; all five took 434 s of a call, builds 145-160 s)
       read -ra names <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap}"
       for f in "${names[@]}"; do
         timeout "$(left)" python3 fuzz/faults.py run "$f" --source . --build build-gpu \
-          --tbecheck build-gpu/tbecheck --jobs 3 --seconds 30 >"$LOGS/fault_$f.log" 2>&1 &
+          --tbecheck build-gpu/tbecheck --jobs $((16 / ${#names[@]})) --seconds 30 >"$LOGS/fault_$f.log" 2>&1 &
       done
       wait
       python3 fuzz/faults.py table build-gpu >"$LOGS/faults_table.md" 2>&1
-      cp build-gpu/faults/*/result.json "$LOGS/" 2>/dev/null
+      for f in "${names[@]}"; do cp "build-gpu/faults/$f/result.json" "$LOGS/result_$f.json" 2>/dev/null; done
       for f in "${names[@]}"; do
         note "fault" "$f: $(grep -F "\`$f\`" "$LOGS/faults_table.md" | cut -d'|' -f4 | cut -c1-150)"
       done ;;
