@@ -6,7 +6,8 @@
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
-#   random    tbecheck random 300 606 through ref,gpu; the small path's model-bitwise counts
+#   random    edge.cases, gpu.cases, then tbecheck random 300 606, each through ref,gpu into
+#             its own database; the small path's model-bitwise counts of each
 #   bench     the forward benchmarks and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/);
@@ -16,9 +17,11 @@
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
-# tests:300), so the call always ends with its table. FAULTS="a b" picks the faults part's
-# faults (default: all five). The device returns at most 8 files: everything but the table goes
-# into logs.tgz.
+# tests:300), so the call always ends with its table; a part named with a trailing & (quoted:
+# 'faults&') runs in the background beside the parts after it. FAULTS="a b=d1,d2" picks the
+# faults part's faults (default: all five) and, after =, the detectors b runs; their trees build
+# beside the clean build. The device returns at most 8 files: everything but the table goes into
+# logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -32,11 +35,16 @@ left() {
   [ "$CAP" -gt 0 ] && [ $((PART_T0 + CAP - $(date +%s))) -lt "$l" ] && l=$((PART_T0 + CAP - $(date +%s)))
   echo $((l < 5 ? 5 : l))
 }
-summary=()
-note() { summary+=("$(printf '%-10s %s (%ss)' "$1" "$2" "$(($(date +%s) - T0))")"); }
+# the table (a file: parts run in the background append to it too) and the failure mark
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+rm -f "$OUT/failed"
+note() { printf '%-10s %s (%ss)\n' "$1" "$2" "$(($(date +%s) - T0))" >>"$SUMMARY"; }
+failed() { touch "$OUT/failed"; }
 finish() {
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
-  printf '%s\n' "${summary[@]}"
+  cat "$SUMMARY"
+  rm -f "$SUMMARY" "$OUT/failed"
 }
 trap finish EXIT
 
@@ -45,21 +53,27 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
   -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
   -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$LOGS/configure.log" 2>&1 ||
   { tail -30 "$LOGS/configure.log"; exit 1; }
+# the fault trees (when the faults part is named) build beside the clean build: each compile's
+# long pole is one big CUDA file, so three builds side by side take little longer than one
+read -ra FAULT_SPECS <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap}"
+early=()
+if printf '%s\n' "$@" | grep -q '^faults'; then
+  for fs in "${FAULT_SPECS[@]}"; do
+    python3 fuzz/faults.py build "${fs%%=*}" --source . --build build-gpu --jobs 8 \
+      >"$LOGS/fault_build_${fs%%=*}.log" 2>&1 &
+    early+=($!)
+  done
+fi
 cmake --build build-gpu -j16 >"$LOGS/build.log" 2>&1 || { grep -E "error" -A3 "$LOGS/build.log" | head -40; exit 1; }
 note build ok
-parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests)
-rc=0
-for spec in "${parts[@]}"; do
-  part=${spec%%:*}
-  CAP=0
-  [ "$part" != "$spec" ] && CAP=${spec#*:}
-  PART_T0=$(date +%s)
+[ ${#early[@]} -gt 0 ] && { wait "${early[@]}"; note "" "fault trees: $(cat "$LOGS"/fault_build_*.log | tr '\n' ' ' | cut -c1-200)"; }
+run_part() {
+  local part=$1 r
   case "$part" in
     tests)
       # gpu_forward_gpu starts first (its COST), the rest beside it
       timeout "$(left)" ctest --test-dir build-gpu -L gpu -j4 -V >"$LOGS/ctest-gpu.log" 2>&1
-      r=$?; [ $r -ne 0 ] && rc=1
+      r=$?; [ $r -ne 0 ] && failed
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
       while read -r line; do note "" "$line"; done < <(grep -E "small-table path:|gpu forward vs reference:" \
         "$LOGS/ctest-gpu.log" | sed 's/^[0-9]*: //'; grep -E "Test +#.*(Failed|Timeout|Not Run)" \
@@ -67,15 +81,19 @@ for spec in "${parts[@]}"; do
         awk '{n[$1]++; t[$1] += $2} END {for (k in n) printf "test %s %d cases, %.0f s\n", k, n[k], t[k]}') ;;
     sanitize)
       timeout "$(left)" ctest --test-dir build-gpu -L sanitizer -j3 -V >"$LOGS/sanitizer.log" 2>&1
-      r=$?; [ $r -ne 0 ] && rc=1
+      r=$?; [ $r -ne 0 ] && failed
       note sanitize "exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" ;;
     faults)
       # side by side, the host's 16 cores shared among them: each tree builds every CUDA file
       # (about 450 core-seconds; all five took 434 s of a call, builds 145-160 s)
-      read -ra names <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap}"
-      for f in "${names[@]}"; do
+      # FAULTS="a b=det1,det2": b runs only those detectors (fuzz/faults.py --detectors)
+      local names=() fs f
+      for fs in "${FAULT_SPECS[@]}"; do
+        f=${fs%%=*}
+        names+=("$f")
         timeout "$(left)" python3 fuzz/faults.py run "$f" --source . --build build-gpu \
-          --tbecheck build-gpu/tbecheck --jobs $((16 / ${#names[@]})) --seconds 30 >"$LOGS/fault_$f.log" 2>&1 &
+          --tbecheck build-gpu/tbecheck --jobs $((16 / ${#FAULT_SPECS[@]})) --seconds 30 \
+          $([ "$fs" != "$f" ] && echo "--detectors ${fs#*=}") >"$LOGS/fault_$f.log" 2>&1 &
       done
       wait
       python3 fuzz/faults.py table build-gpu >"$LOGS/faults_table.md" 2>&1
@@ -86,20 +104,27 @@ for spec in "${parts[@]}"; do
     race)
       timeout "$(left)" build-gpu/tbecheck race --seconds "${RACE_S:-60}" --seed 7 --db "$LOGS/race.db" \
         >"$LOGS/race.txt" 2>&1
-      r=$?; [ $r -ne 0 ] && rc=1
+      r=$?; [ $r -ne 0 ] && failed
       note race "exit $r: $(tail -1 "$LOGS/race.txt")" ;;
     random)
+      # the campaign after edge.cases and gpu.cases (each its own database), each counted
       build-gpu/tbecheck random 300 606 >"$LOGS/random.cases"
-      timeout "$(left)" build-gpu/tbecheck run --engines ref,gpu --db "$LOGS/random.db" \
-        "$LOGS/random.cases" >"$LOGS/random.txt" 2>&1
-      r=$?; [ $r -ne 0 ] && rc=1
-      note random "exit $r: $(python3 -c "
+      local set
+      for set in edge gpu random; do
+        local file=cases/$set.cases
+        [ $set = random ] && file=$LOGS/random.cases
+        timeout "$(left)" build-gpu/tbecheck run --engines ref,gpu --db "$LOGS/$set.db" \
+          "$file" >"$LOGS/$set.txt" 2>&1
+        r=$?; [ $r -ne 0 ] && failed
+        note random "$set: exit $r: $(python3 -c "
 import sqlite3, sys
 d = sqlite3.connect(sys.argv[1])
+c = d.execute('select count(distinct case_id) from results').fetchone()[0]
 n, e, x = d.execute(\"select count(*), sum(elements), sum(exact) from results where engine='gpu' and path='forward.small' and baseline='model'\").fetchone()
 f = d.execute(\"select count(*) from results where status in ('fail', 'error')\").fetchone()[0]
-print(f'{n} small-path outputs, {e} elements, {x} equal to the model; {f} failed results')
-" "$LOGS/random.db")" ;;
+print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model; {f} failed results')
+" "$LOGS/$set.db" 2>&1 | tail -1)"
+      done ;;
     bench)
       timeout "$(left)" build-gpu/bench/gpu_forward_bench >"$LOGS/bench.txt" 2>&1
       timeout "$(left)" python3 bench/torch_peer.py >"$LOGS/torch.txt" 2>&1
@@ -120,7 +145,7 @@ print(f'{n} small-path outputs, {e} elements, {x} equal to the model; {f} failed
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section SourceCounters --import-source yes -o "$LOGS/f1" -f \
         build-gpu/bench/gpu_backward_bench --only F1 >"$LOGS/ncu.log" 2>&1
-      r=$?; [ $r -ne 0 ] && rc=1
+      r=$?; [ $r -ne 0 ] && failed
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
       note profile "ncu exit $r: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued' \
         "$LOGS/ncu_f1.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" ;;
@@ -128,5 +153,22 @@ print(f'{n} small-path outputs, {e} elements, {x} equal to the model; {f} failed
       echo "gpu_host.sh: unknown part '$part'" >&2
       exit 2 ;;
   esac
+}
+
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(tests)
+for spec in "${parts[@]}"; do
+  bg=0
+  [ "${spec%&}" != "$spec" ] && bg=1 && spec=${spec%&}
+  part=${spec%%:*}
+  CAP=0
+  [ "$part" != "$spec" ] && CAP=${spec#*:}
+  PART_T0=$(date +%s)
+  if [ $bg -eq 1 ]; then
+    run_part "$part" &
+  else
+    run_part "$part"
+  fi
 done
-exit $rc
+wait
+[ ! -e "$OUT/failed" ]

@@ -5,9 +5,14 @@ fuzz` campaign, each recorded with what caught it, after how many cases and seco
 Not the fuzz campaign (harness/fuzz_campaign.c) nor the libFuzzer targets (fuzz/fuzz_*.c).
 
 usage: faults.py run NAME --source DIR --build DIR --tbecheck PATH [--jobs N] [--seconds S]
+                      [--detectors D,...]
            builds BUILD/faults/NAME (BUILD: the clean tree, TBECHECK: its tbecheck), runs
-           the detectors, writes BUILD/faults/NAME/result.json;
+           the detectors (--detectors: only these of the fault's tests, cases and fuzz),
+           writes BUILD/faults/NAME/result.json;
            exit 0 caught as expected, 1 not, 2 bad usage, 77 skip (a GPU fault without a GPU)
+       faults.py build NAME --source DIR --build DIR [--jobs N]
+           configures and builds BUILD/faults/NAME only (needs BUILD configured, not built:
+           the GPU host builds the trees beside the clean build; `run` then rebuilds nothing)
        faults.py table BUILD           the FAULTS.md rows of the results under BUILD/faults
        faults.py names CPU_LIST GPU_LIST   exit 1 unless these lists (CMake's) match FAULTS
 
@@ -333,6 +338,12 @@ def run(a):
         print(f"faults.py: no planted fault named '{a.name}' (faults: {', '.join(FAULTS)})",
               file=sys.stderr)
         return 2
+    only = set(a.detectors.split(",")) if a.detectors else None
+    known = {*spec["tests"], "cases", "fuzz"}
+    if only and not only <= known:
+        print(f"faults.py: {a.name} has no detector {', '.join(sorted(only - known))} "
+              f"(it has {', '.join(sorted(known))})", file=sys.stderr)
+        return 2
     if spec.get("gpu"):
         why = gpu_here(a)
         if why:
@@ -355,24 +366,29 @@ def run(a):
     log(f"{a.name}: built in {build_s:.0f} s: {spec['breaks']}")
     engines = "ref,gpu" if spec.get("gpu") else "ref,oracle"
     results = []
-    for test in spec["tests"]:
+    wanted = lambda d: only is None or d in only
+    for test in filter(wanted, spec["tests"]):
         status, secs, tail = run_test(tree, test)
         results.append(dict(detector=test, detected=status == "fail", status=status,
                             seconds=secs, why=tail))
     gpu = bool(spec.get("gpu"))
-    results.append(run_cases(a, tree, engines, GPU_CASES if gpu else CPU_CASES, first_only=gpu))
-    results.append(run_fuzz(a, tree, engines))
+    if wanted("cases"):
+        results.append(run_cases(a, tree, engines, GPU_CASES if gpu else CPU_CASES,
+                                 first_only=gpu))
+    if wanted("fuzz"):
+        results.append(run_fuzz(a, tree, engines))
     for r in results:
         how = (f"after {r['cases']} cases, {r['seconds']:.1f} s" if "cases" in r and r["detected"]
                else f"{r['seconds']:.1f} s" if r["detected"] else "")
         log(f"  {r['detector']:<20} {'CAUGHT' if r['detected'] else 'missed':<7} {how}"
             f"{': ' + r['why'] if r.get('why') and r['detected'] else ''}")
     caught = {r["detector"] for r in results if r["detected"]}
-    missing = [d for d in spec["expect"] if d not in caught]
+    missing = [d for d in spec["expect"] if wanted(d) and d not in caught]
     ok = bool(caught) and not missing
     with open(os.path.join(tree, "result.json"), "w") as f:
         json.dump(dict(name=a.name, breaks=spec["breaks"], gpu=bool(spec.get("gpu")),
-                       build_seconds=build_s, results=results, ok=ok), f, indent=1)
+                       build_seconds=build_s, results=results, ok=ok,
+                       detectors=sorted(only) if only else None), f, indent=1)
     if not caught:
         log(f"{a.name}: NOT CAUGHT by any detector: the suite misses this fault")
     elif missing:
@@ -380,6 +396,18 @@ def run(a):
     else:
         log(f"{a.name}: caught by {', '.join(sorted(caught))}")
     return 0 if ok else 1
+
+
+def build_only(a):
+    spec = FAULTS.get(a.name)
+    if not spec:
+        print(f"faults.py: no planted fault named '{a.name}' (faults: {', '.join(FAULTS)})",
+              file=sys.stderr)
+        return 2
+    tree = os.path.join(a.build, "faults", a.name)
+    os.makedirs(tree, exist_ok=True)
+    log(f"{a.name}: built in {build(a.name, spec, a, tree):.0f} s")
+    return 0
 
 
 def comparison(why):
@@ -442,6 +470,12 @@ def main():
     r.add_argument("--tbecheck", required=True, help="the clean build's tbecheck")
     r.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     r.add_argument("--seconds", type=int, default=30, help="the campaign's budget")
+    r.add_argument("--detectors", help="run only these detectors (comma-separated)")
+    b = sub.add_parser("build")
+    b.add_argument("name")
+    b.add_argument("--source", required=True)
+    b.add_argument("--build", required=True, help="the clean build tree (configured)")
+    b.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     t = sub.add_parser("table")
     t.add_argument("build")
     n = sub.add_parser("names")
@@ -451,7 +485,7 @@ def main():
     for k in ("source", "build", "tbecheck"):
         if getattr(a, k, None):
             setattr(a, k, os.path.abspath(getattr(a, k)))
-    return {"run": run, "table": table, "names": names}[a.cmd](a)
+    return {"run": run, "build": build_only, "table": table, "names": names}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -235,13 +235,14 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     /* policy: two rows in flight (H200: accum 29.8 vs 30.6 ms on the published workload,
      * 3.63 vs 3.96 on F4, 6.18 vs 6.39 on the hot row, against the shape's four) */
     const dim3 grid(std::max(cblocks, 1u));
+    constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
     const bool two = w.long_width != 4 && S::U > 2;
     if (two && plain)
-      chunk_kernel<S::W, S::CPL, VEC, 2, true><<<grid, BLOCK, 0, stream>>>(w, fused);
+      chunk_kernel<S::W, S::CPL, VEC, 2, P><<<grid, BLOCK, 0, stream>>>(w, fused);
     else if (two)
       chunk_kernel<S::W, S::CPL, VEC, 2, false><<<grid, BLOCK, 0, stream>>>(w, fused);
     else if (plain)
-      chunk_kernel<S::W, S::CPL, VEC, S::U, true><<<grid, BLOCK, 0, stream>>>(w, fused);
+      chunk_kernel<S::W, S::CPL, VEC, S::U, P><<<grid, BLOCK, 0, stream>>>(w, fused);
     else
       chunk_kernel<S::W, S::CPL, VEC, S::U, false><<<grid, BLOCK, 0, stream>>>(w, fused);
     if (!fused) {

@@ -66,13 +66,16 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
     const int64_t want = (cap + BLOCK / S::W - 1) / (BLOCK / S::W);
     const unsigned blocks = (unsigned)std::min<int64_t>(want, gpu_bwd_max_blocks());
     /* policy: two rows in flight (H200: 16-19% faster than four on F1, F3, F4, published) */
+    /* PLAIN only with vector loads: rows of a D not a multiple of 4 are rare, and each
+     * instantiation costs build time (P is false, the generic kernel, when VEC is 1) */
+    constexpr bool P = VEC == 4;
     const bool four = w.short_width == 4 || S::U < 2;
     if (four && plain)
-      short_kernel<S::W, S::CPL, VEC, S::U, true><<<blocks, BLOCK, 0, stream>>>(w, k);
+      short_kernel<S::W, S::CPL, VEC, S::U, P><<<blocks, BLOCK, 0, stream>>>(w, k);
     else if (four)
       short_kernel<S::W, S::CPL, VEC, S::U, false><<<blocks, BLOCK, 0, stream>>>(w, k);
     else if (plain)
-      short_kernel<S::W, S::CPL, VEC, 2, true><<<blocks, BLOCK, 0, stream>>>(w, k);
+      short_kernel<S::W, S::CPL, VEC, 2, P><<<blocks, BLOCK, 0, stream>>>(w, k);
     else
       short_kernel<S::W, S::CPL, VEC, 2, false><<<blocks, BLOCK, 0, stream>>>(w, k);
   });

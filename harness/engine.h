@@ -145,7 +145,8 @@ tbe_status eng_run_batch(eng_ctx *x, tbe_batch *b, const char *canon, tbe_bounds
 
 /* eng_run_batch under n GPU forward configurations at once: the reference, the oracle and the
  * exact twins run once, the GPU engine once per cfgs[k], and r[k] (n of them, each freed with
- * eng_case_result_free) holds the checks of that configuration's GPU run against them. */
+ * eng_case_result_free) holds the checks of that configuration's GPU run against them; the
+ * other engines' checks, the same for every configuration, are in r[0] alone. */
 tbe_status eng_run_batch_configs(eng_ctx *x, tbe_batch *b, const char *canon,
                                  tbe_bounds_mode mode, const gpu_fwd_config *cfgs, int n,
                                  const gen_bwd *bwd, eng_case_result *r);
