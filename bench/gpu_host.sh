@@ -6,7 +6,8 @@
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
-#   random    edge.cases, gpu.cases, then tbecheck random 300 606, each through ref,gpu into
+#   random    edge.cases and gpu.cases (also with fwd.small=on), tbecheck random 300 607 --path
+#             small, tbecheck random 300 606 (RANDOM_SETS picks), each through ref,gpu into
 #             its own database; the small path's model-bitwise counts of each
 #   bench     the forward benchmarks and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
@@ -49,24 +50,41 @@ finish() {
 trap finish EXIT
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOGS/gpu.txt"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
-  -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$LOGS/configure.log" 2>&1 ||
-  { tail -30 "$LOGS/configure.log"; exit 1; }
 # the fault trees (when the faults part is named) build beside the clean build: each compile's
 # long pole is one big CUDA file, so three builds side by side take little longer than one
 read -ra FAULT_SPECS <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap}"
-early=()
-if printf '%s\n' "$@" | grep -q '^faults'; then
-  for fs in "${FAULT_SPECS[@]}"; do
-    python3 fuzz/faults.py build "${fs%%=*}" --source . --build build-gpu --jobs 8 \
-      >"$LOGS/fault_build_${fs%%=*}.log" 2>&1 &
-    early+=($!)
-  done
+build_here() {
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
+    -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$LOGS/configure.log" 2>&1 ||
+    { tail -30 "$LOGS/configure.log"; exit 1; }
+  local early=() fs
+  if printf '%s\n' "$@" | grep -q '^faults'; then
+    for fs in "${FAULT_SPECS[@]}"; do
+      python3 fuzz/faults.py build "${fs%%=*}" --source . --build build-gpu --jobs 8 \
+        >"$LOGS/fault_build_${fs%%=*}.log" 2>&1 &
+      early+=($!)
+    done
+  fi
+  cmake --build build-gpu -j16 >"$LOGS/build.log" 2>&1 ||
+    { grep -E "error" -A3 "$LOGS/build.log" | head -40; exit 1; }
+  note build ok
+  if [ ${#early[@]} -gt 0 ]; then
+    wait "${early[@]}"
+    note "" "fault trees: $(cat "$LOGS"/fault_build_*.log | tr '\n' ' ' | cut -c1-200)"
+  fi
+}
+# PREBUILT=DIR: that tree's tbecheck (built elsewhere for sm_90 and carried in) and no build
+# here, for the parts that need nothing else (race, random)
+TBECHECK=build-gpu/tbecheck
+if [ -n "${PREBUILT:-}" ]; then
+  TBECHECK=$PREBUILT/tbecheck
+  "$TBECHECK" --version >"$LOGS/version.txt" 2>&1 || { cat "$LOGS/version.txt"; exit 1; }
+  note build "prebuilt: $TBECHECK"
+else
+  build_here "$@"
 fi
-cmake --build build-gpu -j16 >"$LOGS/build.log" 2>&1 || { grep -E "error" -A3 "$LOGS/build.log" | head -40; exit 1; }
-note build ok
-[ ${#early[@]} -gt 0 ] && { wait "${early[@]}"; note "" "fault trees: $(cat "$LOGS"/fault_build_*.log | tr '\n' ' ' | cut -c1-200)"; }
+
 run_part() {
   local part=$1 r
   case "$part" in
@@ -102,19 +120,26 @@ run_part() {
         note "fault" "$f: $(grep -F "\`$f\`" "$LOGS/faults_table.md" | cut -d'|' -f4 | cut -c1-150)"
       done ;;
     race)
-      timeout "$(left)" build-gpu/tbecheck race --seconds "${RACE_S:-60}" --seed 7 --db "$LOGS/race.db" \
+      timeout "$(left)" "$TBECHECK" race --seconds "${RACE_S:-60}" --seed 7 --db "$LOGS/race.db" \
         >"$LOGS/race.txt" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note race "exit $r: $(tail -1 "$LOGS/race.txt")" ;;
     random)
-      # the campaign after edge.cases and gpu.cases (each its own database), each counted
-      build-gpu/tbecheck random 300 606 >"$LOGS/random.cases"
-      local set
-      for set in edge gpu random; do
+      # edge.cases and gpu.cases as they are and with every eligible feature on the small path
+      # (fwd.small=on put before each line's comment), the small path's own campaign, then the
+      # general one: each into its own database, each counted
+      "$TBECHECK" random 300 607 --path small >"$LOGS/small.cases"
+      "$TBECHECK" random 300 606 >"$LOGS/random.cases"
+      local set f
+      for f in edge gpu; do
+        sed -E '/^[[:space:]]*(#|$)/!s/^([^#]*)(#.*)?$/\1 fwd.small=on \2/' cases/$f.cases \
+          >"$LOGS/${f}_small.cases"
+      done
+      for set in ${RANDOM_SETS:-edge edge_small gpu_small small gpu random}; do
         local file=cases/$set.cases
-        [ $set = random ] && file=$LOGS/random.cases
-        timeout "$(left)" build-gpu/tbecheck run --engines ref,gpu --db "$LOGS/$set.db" \
-          "$file" >"$LOGS/$set.txt" 2>&1
+        [ -f "$LOGS/$set.cases" ] && file=$LOGS/$set.cases
+        timeout "$(left)" "$TBECHECK" run --engines ref,gpu --db "$LOGS/$set.db" \
+          "$file" >"$LOGS/cases_$set.txt" 2>&1
         r=$?; [ $r -ne 0 ] && failed
         note random "$set: exit $r: $(python3 -c "
 import sqlite3, sys

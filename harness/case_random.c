@@ -1,5 +1,6 @@
 /* case_random.c: random valid small cases for sweeps and round-trip tests (case_random in
- * case.h). Not a fuzzer: every text it writes parses and generates; shapes stay small.
+ * case.h), and those of the small-table path alone (case_random_small). Not a fuzzer: every
+ * text it writes parses and generates; shapes stay small.
  *
  * Invariant: case number `index` of the sweep `seed` is a pure function of (seed, index). Every
  * key is drawn with a fair chance, and the rules between keys are respected by construction:
@@ -20,6 +21,8 @@
 #include "prng.h"
 
 #define RANDOM_STREAM 0x5EED
+#define RANDOM_SMALL_STREAM 0x5EED5
+
 #define MAX_TOKENS 40
 #define TOKEN_LEN 512
 
@@ -140,6 +143,27 @@ static void add_knobs(rcase *r, int bounds_checked, int wd16)
     add(r, "bwd.chunk=%lld", chance(r, 15) ? 256LL : (long long)pick(r, small, 4));
   if (chance(r, 30))
     add(r, "bwd.combine=%s", chance(r, 70) ? "atomic" : "deterministic");
+}
+
+/* Shuffles the tokens (Fisher-Yates) and joins them into buf; the length as snprintf gives. */
+static int join(rcase *r, char *buf, size_t n)
+{
+  for (int i = r->ntok - 1; i > 0; i--) {
+    int j = (int)rnd(r, i + 1);
+    char tmp[TOKEN_LEN];
+    memcpy(tmp, r->tok[i], TOKEN_LEN);
+    memcpy(r->tok[i], r->tok[j], TOKEN_LEN);
+    memcpy(r->tok[j], tmp, TOKEN_LEN);
+  }
+  size_t len = 0;
+  if (n)
+    buf[0] = '\0';
+  for (int i = 0; i < r->ntok; i++) {
+    int k = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s", i ? " " : "",
+                     r->tok[i]);
+    len += (size_t)k;
+  }
+  return (int)len;
 }
 
 int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
@@ -292,22 +316,79 @@ int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
     add(&r, "seed=%llu", chance(&r, 10) ? (unsigned long long)prng_at(r.key, 999)
                                         : (unsigned long long)rnd(&r, 1000000));
   add_knobs(&r, mode != 3, wd != 0);
+  return join(&r, buf, n);
+}
 
-  /* shuffle the tokens (Fisher-Yates) and join them */
-  for (int i = r.ntok - 1; i > 0; i--) {
-    int j = (int)rnd(&r, i + 1);
-    char tmp[TOKEN_LEN];
-    memcpy(tmp, r.tok[i], TOKEN_LEN);
-    memcpy(r.tok[i], r.tok[j], TOKEN_LEN);
-    memcpy(r.tok[j], tmp, TOKEN_LEN);
+int case_random_small(uint64_t seed, uint64_t index, char *buf, size_t n)
+{
+  static const int64_t E_small[] = {1, 2, 5, 15, 16, 17, 33, 50, 63, 64};
+  static const int64_t D_small[] = {64, 72, 80, 96, 104, 120, 128};
+  static const int64_t L_small[] = {0, 1, 2, 15, 16, 17, 31, 100, 255, 256, 257, 300, 513, 700};
+  rcase r;
+  memset(&r, 0, sizeof r);
+  r.key = prng_at(prng_key(seed, RANDOM_SMALL_STREAM), index);
+  add(&r, "fwd.small=on");
+  add(&r, "wdtype=fp16");
+  if (chance(&r, 20))
+    add(&r, "out=fp32");
+  int32_t T = 1 + (int32_t)rnd(&r, 4), tables = T, on0 = 1; /* on0: features of table 0 */
+  if (T > 1 && chance(&r, 30)) { /* shared tables */
+    tables = 0;
+    on0 = 0;
+    add(&r, "map=");
+    for (int32_t t = 0; t < T; t++) {
+      int32_t m = (int32_t)rnd(&r, T);
+      tables = m + 1 > tables ? m + 1 : tables;
+      on0 += m == 0;
+      append(&r, r.ntok - 1, "%s%d", t ? "," : "", m);
+    }
   }
-  size_t len = 0;
-  if (n)
-    buf[0] = '\0';
-  for (int i = 0; i < r.ntok; i++) {
-    int k = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s", i ? " " : "",
-                     r.tok[i]);
-    len += (size_t)k;
+  add(&r, "T=%d", T);
+  const int64_t B = 1 + rnd(&r, 64);
+  add(&r, "B=%lld", (long long)B);
+  int64_t E_min[4];
+  add_table_spec(&r, "E", E_small, 10, tables, E_min);
+  add(&r, "D=%lld", (long long)pick(&r, D_small, 7)); /* a list, not a range: multiples of 8 */
+  const int32_t listed = tables > 1 && chance(&r, 60) ? tables : 1; /* one D, or one each */
+  for (int32_t j = 1; j < listed; j++)
+    append(&r, r.ntok - 1, ",%lld", (long long)pick(&r, D_small, 7));
+  int64_t fixed_L = -1;
+  int lform = (int)rnd(&r, 3);
+  if (lform == 0) {
+    fixed_L = pick(&r, L_small, 14);
+    add(&r, "L=%lld", (long long)fixed_L);
+  } else if (lform == 1) {
+    int64_t a = pick(&r, L_small, 14);
+    add(&r, "L=%lld..%lld", (long long)a, (long long)(a + rnd(&r, 300)));
+  } else {
+    add(&r, "L=normal:%lld,%lld", (long long)rnd(&r, 400), (long long)rnd(&r, 100));
   }
-  return (int)len;
+  if (chance(&r, 30))
+    add(&r, "dist=zipf:%s", chance(&r, 50) ? "1.1" : "2");
+  if (fixed_L > 1 && on0 && E_min[0] >= 2 && chance(&r, 20)) /* row 0 takes up to half */
+    add(&r, "hot=0:0:%lld", (long long)(1 + rnd(&r, on0 * B * fixed_L / 2)));
+  if (chance(&r, 50))
+    add(&r, "idx=%s", chance(&r, 50) ? "int32" : "int64");
+  if (chance(&r, 40))
+    add(&r, "pool=%s", chance(&r, 50) ? "mean" : "sum");
+  int untrusted = 0;
+  if (chance(&r, 30)) {
+    static const char *const kinds[] = {"past", "negative", "pruned", "mix"};
+    int kind = (int)rnd(&r, 4);
+    add(&r, "invalid=%s", chance(&r, 50) ? "0.01" : "0.2");
+    add(&r, "invalid_kind=%s", kinds[kind]);
+    untrusted = kind != 2;
+  }
+  if (B * T >= 8 && chance(&r, 15)) {
+    add(&r, "corrupt=wrong_last");
+    untrusted = 1;
+  }
+  static const char *const modes[] = {"warning", "ignore", "fatal", "none"};
+  int mode = (int)rnd(&r, untrusted ? 3 : 4);
+  if (mode || chance(&r, 10))
+    add(&r, "bounds=%s", modes[mode]);
+  if (mode != 3 && chance(&r, 20))
+    add(&r, "fused_bounds=1");
+  add(&r, "seed=%lld", (long long)rnd(&r, 1000000));
+  return join(&r, buf, n);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "case.h"
+#include "forward_small.h"
 #include "half.h"
 #include "test_util.h"
 
@@ -435,6 +436,43 @@ static void test_random_cases(void)
   CHECK(total_N > 10000, "random cases make only %lld lookups", (long long)total_N);
 }
 
+/* The small-table path's random cases: each generates, every feature may take the path and
+ * the case asks for it; between them they reach bags past the histogram's 256 positions, hot
+ * rows, repaired indices and shared tables. */
+static void test_random_small_cases(void)
+{
+  char text[8192];
+  int long_bags = 0, hot = 0, invalid = 0, shared = 0, mean = 0;
+  for (uint64_t i = 0; i < 400; i++) {
+    case_random_small(3, i, text, sizeof text);
+    tbe_case *c = NULL;
+    tbe_batch b;
+    CHECK(case_parse(text, &c).code == TBE_OK, "small case %llu '%s' does not parse",
+          (unsigned long long)i, text);
+    if (!c)
+      continue;
+    CHECK(case_knobs(c)->fwd_small == CASE_SMALL_ON, "'%s' does not ask for the small path", text);
+    case_free(c);
+    if (!make(text, &b))
+      continue;
+    for (int32_t t = 0; t < b.T; t++)
+      CHECK(ref_small_eligible(&b, t), "'%s': feature %d cannot take the small path", text, t);
+    tbe_layout l;
+    CHECK(tbe_layout_init(&l, &b).code == TBE_OK, "'%s' has no layout", text);
+    for (int64_t k = 0; k < l.total_B; k++)
+      long_bags += tbe_iget(b.offsets, b.itype, k + 1) - tbe_iget(b.offsets, b.itype, k) > 256;
+    tbe_layout_free(&l);
+    hot += strstr(text, "hot=") != NULL;
+    invalid += strstr(text, "invalid=") != NULL;
+    shared += strstr(text, "map=") != NULL;
+    mean += b.pool == TBE_POOL_MEAN;
+    tbe_batch_free(&b);
+  }
+  CHECK(long_bags > 100 && hot > 10 && invalid > 40 && shared > 20 && mean > 40,
+        "small cases reach too little: long bags %d, hot %d, invalid %d, shared %d, mean %d",
+        long_bags, hot, invalid, shared, mean);
+}
+
 /* A hash of a case's backward inputs (grad_output, momentum); 0 if they fail. */
 static uint64_t backward_hash(const char *text, int64_t *rows_out, float *m_min, float *m_max)
 {
@@ -532,6 +570,7 @@ int main(void)
   test_shapes_and_values();
   test_gen_errors();
   test_random_cases();
+  test_random_small_cases();
   test_backward_inputs();
   test_case_files();
   return TEST_MAIN_RESULT();

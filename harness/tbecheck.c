@@ -54,7 +54,8 @@ static const char usage_text[] =
     "  import DIR                 run a captured batch given as .npy files\n"
     "  export CASE|CASEFILE DIR   write a case's inputs and reference outputs as .npy files\n"
     "  merge OUT.db IN.db ...     fold databases (e.g. shards) into one\n"
-    "  random N SEED              print N random valid cases\n"
+    "  random N SEED              print N random valid cases (--path small: of the small-table\n"
+    "                             path alone)\n"
     "  --version                  version, commit, build type, CUDA on or off, planted fault\n"
     "  fuzz [--seconds S]         differential campaign over the edge space, failures shrunk\n"
     "  race [--seconds S]         the GPU backward launched again and again under varying\n"
@@ -155,7 +156,8 @@ static const char merge_usage[] =
     "with its results; merging the same file twice adds nothing.\n";
 
 static const char random_usage[] =
-    "usage: tbecheck random N SEED   (integers 0 .. 2^63-1)\n";
+    "usage: tbecheck random N SEED [--path small]   (integers 0 .. 2^63-1)\n"
+    "  --path small: only cases whose every feature takes the small-table tensor-core path\n";
 
 /* ---- small helpers ---- */
 
@@ -322,12 +324,13 @@ typedef struct {
   uint64_t campaign_cases;    /* run --shard without --campaign: FNV-1a of the whole case list */
   const char *since;          /* report --since, or NULL */
   const char *html;           /* report --html, or NULL */
+  int small_path;             /* random --path small */
 } cli_options;
 
 enum {
   OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
   OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_CAMPAIGN, OPT_SINCE, OPT_HTML,
-  OPT_HELP
+  OPT_PATH, OPT_HELP
 };
 
 static const struct option all_options[] = {
@@ -347,6 +350,7 @@ static const struct option all_options[] = {
   {"campaign", required_argument, 0, OPT_CAMPAIGN},
   {"since", required_argument, 0, OPT_SINCE},
   {"html", required_argument, 0, OPT_HTML},
+  {"path", required_argument, 0, OPT_PATH},
   {"help", no_argument, 0, OPT_HELP},
   {0, 0, 0, 0},
 };
@@ -434,6 +438,10 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
     case OPT_HTML:
       o->html = optarg;
       bad = !*optarg;
+      break;
+    case OPT_PATH:
+      bad = strcmp(optarg, "small") != 0;
+      o->small_path = !bad;
       break;
     case OPT_POOL:
       bad = (k = pick(optarg, pools, 3)) < 0;
@@ -1321,7 +1329,7 @@ static int cmd_export(int argc, char **argv)
 
 static int cmd_random(int argc, char **argv)
 {
-  static const int allowed[] = {0};
+  static const int allowed[] = {OPT_PATH, 0};
   cli_options o;
   int rc = parse_options(argc, argv, random_usage, allowed, &o);
   if (rc >= 0)
@@ -1338,7 +1346,8 @@ static int cmd_random(int argc, char **argv)
   long long n = v[0], seed = v[1];
   char buf[4096];
   for (long long i = 0; i < n; i++) {
-    case_random((uint64_t)seed, (uint64_t)i, buf, sizeof buf);
+    (o.small_path ? case_random_small : case_random)((uint64_t)seed, (uint64_t)i, buf,
+                                                     sizeof buf);
     puts(buf);
   }
   return EXIT_PASS;
