@@ -2,7 +2,7 @@
 # gpu_host.sh: one call on the GPU host: configure, build, then the parts named (default: tests);
 # logs bundled into $OUT/logs.tgz, a short table printed last. Not for CI: CI has no GPU.
 #
-#   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu first: the long one)
+#   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu_K first: the long ones)
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
@@ -89,7 +89,7 @@ run_part() {
   local part=$1 r
   case "$part" in
     tests)
-      # gpu_forward_gpu starts first (its COST), the rest beside it
+      # gpu_forward_gpu_K start first (their COST), the rest beside them
       timeout "$(left)" ctest --test-dir build-gpu -L gpu -j4 -V >"$LOGS/ctest-gpu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"

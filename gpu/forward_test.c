@@ -153,12 +153,19 @@ int main(int argc, char **argv)
   }
   int nconfigs = (int)(sizeof configs / sizeof configs[0]);
   int first = 1;
-  if (argc > 1 && strcmp(argv[1], "--default-config") == 0) {
-    nconfigs = 1;
-    first = 2;
+  long only = 0; /* --case K: the K-th case alone (1-based, over the files in order) */
+  for (; first < argc && argv[first][0] == '-'; first++) {
+    char *end = NULL;
+    if (strcmp(argv[first], "--default-config") == 0)
+      nconfigs = 1;
+    else if (strcmp(argv[first], "--case") == 0 && first + 1 < argc &&
+             (only = strtol(argv[first + 1], &end, 10)) > 0 && !*end)
+      first++;
+    else
+      break;
   }
-  if (first >= argc) {
-    fputs("usage: gpu_forward_test [--default-config] CASEFILE...\n", stderr);
+  if (first >= argc || argv[first][0] == '-') {
+    fputs("usage: gpu_forward_test [--default-config] [--case K] CASEFILE...\n", stderr);
     return 2;
   }
   eng_options o = {.engines = (1u << ENG_REF) | (1u << ENG_GPU), .max_violations = 1};
@@ -169,7 +176,7 @@ int main(int argc, char **argv)
     eng_close(x);
     return 3;
   }
-  int failures = check_preconditions(), cases = 0, rc = 0;
+  int failures = check_preconditions(), cases = 0, seen = 0, rc = 0;
   for (int a = first; a < argc && !rc; a++) {
     case_list cl;
     st = case_file_read(argv[a], &cl);
@@ -178,13 +185,20 @@ int main(int argc, char **argv)
       rc = 2;
       break;
     }
-    for (int i = 0; i < cl.count && !rc; i++, cases++)
-      rc = run_case(x, cl.lines[i].text, nconfigs, &failures);
+    for (int i = 0; i < cl.count && !rc; i++, seen++)
+      if (!only || seen + 1 == only) {
+        rc = run_case(x, cl.lines[i].text, nconfigs, &failures);
+        cases++;
+      }
     case_list_free(&cl);
   }
   eng_close(x);
   if (rc)
     return rc;
+  if (only && !cases) {
+    fprintf(stderr, "--case %ld: the files hold %d cases\n", only, seen);
+    return 2;
+  }
   printf("gpu forward vs reference: %d cases x %d configurations, %d failures (%s)\n", cases,
          nconfigs, failures, desc);
   printf("small-table path: %lld elements, %lld (%.2f%%) equal to the tensor-core model bit for "
