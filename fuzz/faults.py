@@ -332,11 +332,18 @@ def gpu_here(a):
     return None
 
 
-def run(a):
-    spec = FAULTS.get(a.name)
+def fault_spec(name):
+    """FAULTS' entry of the fault, or None after saying there is none."""
+    spec = FAULTS.get(name)
     if not spec:
-        print(f"faults.py: no planted fault named '{a.name}' (faults: {', '.join(FAULTS)})",
+        print(f"faults.py: no planted fault named '{name}' (faults: {', '.join(FAULTS)})",
               file=sys.stderr)
+    return spec
+
+
+def run(a):
+    spec = fault_spec(a.name)
+    if not spec:
         return 2
     only = set(a.detectors.split(",")) if a.detectors else None
     known = {*spec["tests"], "cases", "fuzz"}
@@ -399,10 +406,8 @@ def run(a):
 
 
 def build_only(a):
-    spec = FAULTS.get(a.name)
+    spec = fault_spec(a.name)
     if not spec:
-        print(f"faults.py: no planted fault named '{a.name}' (faults: {', '.join(FAULTS)})",
-              file=sys.stderr)
         return 2
     tree = os.path.join(a.build, "faults", a.name)
     os.makedirs(tree, exist_ok=True)
