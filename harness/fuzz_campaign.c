@@ -25,6 +25,7 @@
 #include "shrink.h"
 
 #define FUZZ_STREAM 0xF022
+#define FUZZ_SCHEDULE_STREAM 0xF023
 #define MAX_TOKENS 64
 #define SHRINK_TRIES 300
 #define GRACE_MS 1000.0 /* a case starts only if its estimate fits the time left plus this */
@@ -165,6 +166,26 @@ static void edge(draw *d)
   }
 }
 
+/* A backward case with the GPU's long-run variants (bwd.long) may also get the GPU's schedule:
+ * a chunk-kernel grid, a chunk order and a delay before each partial (bwd.grid, bwd.order,
+ * bwd.delay; no bit may depend on them: tbe_gpu.h), drawn from a stream of their own, so that
+ * the rest of every draw is what it was before they were drawn. */
+static void schedule(draw *d, uint64_t seed, uint64_t index)
+{
+  static const char *const orders[] = {"asc", "desc", "shuffle"};
+  static const int delays[] = {500, 2000, 20000};
+  int i = 0;
+  while (i < d->ntok && strncmp(d->tok[i], "bwd.long=", 9) != 0)
+    i++;
+  draw s = {.key = prng_key(seed ^ (index * PRNG_GAMMA), FUZZ_SCHEDULE_STREAM)};
+  if (i == d->ntok || rnd(&s, 2))
+    return;
+  set(d, "bwd.grid", "%d", (int)(1 + rnd(&s, 64)));
+  set(d, "bwd.order", "%s", PICK(&s, orders));
+  if (rnd(&s, 2))
+    set(d, "bwd.delay", "%d", PICK(&s, delays));
+}
+
 int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
 {
   draw d = {.key = prng_key(seed ^ (index * PRNG_GAMMA), FUZZ_STREAM)};
@@ -175,6 +196,7 @@ int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
   int k = (int)rnd(&d, 5);
   for (int i = 0; i < k && i < edges; i++)
     edge(&d);
+  schedule(&d, seed, index);
   size_t len = 0;
   for (int i = 0; i < d.ntok; i++)
     len += (size_t)snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, "%s%s",
