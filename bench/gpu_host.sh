@@ -89,8 +89,9 @@ run_part() {
   local part=$1 r
   case "$part" in
     tests)
-      # gpu_forward_gpu_K start first (their COST), the rest beside them
-      timeout "$(left)" ctest --test-dir build-gpu -L gpu -j4 -V >"$LOGS/ctest-gpu.log" 2>&1
+      # gpu_forward_gpu_K start first (their COST), the rest beside them; eight at a time (each
+      # GPU-sized case holds some 8 GB of host memory, of the 128)
+      timeout "$(left)" ctest --test-dir build-gpu -L gpu -j8 -V >"$LOGS/ctest-gpu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
       while read -r line; do note "" "$line"; done < <(grep -E "small-table path:|gpu forward vs reference:" \
