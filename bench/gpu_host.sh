@@ -90,7 +90,8 @@ run_part() {
   case "$part" in
     tests)
       # gpu_forward_gpu_K start first (their COST), the rest beside them; eight at a time (each
-      # GPU-sized case holds some 8 GB of host memory, of the 128)
+      # GPU-sized case holds about 9 GB of host memory by its arrays: outputs of 268M floats, the
+      # exact twin's two fp64 arrays; the host has 128)
       timeout "$(left)" ctest --test-dir build-gpu -L gpu -j8 -V >"$LOGS/ctest-gpu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
