@@ -236,15 +236,17 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
      * 3.63 vs 3.96 on F4, 6.18 vs 6.39 on the hot row, against the shape's four) */
     const dim3 grid(std::max(cblocks, 1u));
     constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
-    const bool two = w.long_width != 4 && S::U > 2;
-    if (two && plain)
-      chunk_kernel<S::W, S::CPL, VEC, 2, P><<<grid, BLOCK, 0, stream>>>(w, fused);
-    else if (two)
-      chunk_kernel<S::W, S::CPL, VEC, 2, false><<<grid, BLOCK, 0, stream>>>(w, fused);
-    else if (plain)
-      chunk_kernel<S::W, S::CPL, VEC, S::U, P><<<grid, BLOCK, 0, stream>>>(w, fused);
+    auto go = [&](auto u) {
+      constexpr int U = decltype(u)::value;
+      if (plain)
+        chunk_kernel<S::W, S::CPL, VEC, U, P><<<grid, BLOCK, 0, stream>>>(w, fused);
+      else
+        chunk_kernel<S::W, S::CPL, VEC, U, false><<<grid, BLOCK, 0, stream>>>(w, fused);
+    };
+    if (w.long_width != 4 && S::U > 2)
+      go(bwd_ic<2>());
     else
-      chunk_kernel<S::W, S::CPL, VEC, S::U, false><<<grid, BLOCK, 0, stream>>>(w, fused);
+      go(bwd_ic<S::U>());
     if (!fused) {
       const unsigned ablocks = (unsigned)std::min<int64_t>((w.long_cap + per - 1) / per, cap);
       apply_kernel<S::W, S::CPL, VEC><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);

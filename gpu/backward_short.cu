@@ -69,15 +69,17 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
     /* PLAIN only with vector loads: rows of a D not a multiple of 4 are rare, and each
      * instantiation costs build time (P is false, the generic kernel, when VEC is 1) */
     constexpr bool P = VEC == 4;
-    const bool four = w.short_width == 4 || S::U < 2;
-    if (four && plain)
-      short_kernel<S::W, S::CPL, VEC, S::U, P><<<blocks, BLOCK, 0, stream>>>(w, k);
-    else if (four)
-      short_kernel<S::W, S::CPL, VEC, S::U, false><<<blocks, BLOCK, 0, stream>>>(w, k);
-    else if (plain)
-      short_kernel<S::W, S::CPL, VEC, 2, P><<<blocks, BLOCK, 0, stream>>>(w, k);
+    auto go = [&](auto u) {
+      constexpr int U = decltype(u)::value;
+      if (plain)
+        short_kernel<S::W, S::CPL, VEC, U, P><<<blocks, BLOCK, 0, stream>>>(w, k);
+      else
+        short_kernel<S::W, S::CPL, VEC, U, false><<<blocks, BLOCK, 0, stream>>>(w, k);
+    };
+    if (w.short_width == 4 || S::U < 2)
+      go(bwd_ic<S::U>());
     else
-      short_kernel<S::W, S::CPL, VEC, 2, false><<<blocks, BLOCK, 0, stream>>>(w, k);
+      go(bwd_ic<2>());
   });
   GPU_TRY(cudaGetLastError());
   return tbe_ok();
