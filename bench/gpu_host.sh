@@ -2,7 +2,8 @@
 # gpu_host.sh: one call on the GPU host: configure, build, then the parts named (default: tests);
 # logs bundled into $OUT/logs.tgz, a short table printed last. Not for CI: CI has no GPU.
 #
-#   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu_K first: the long ones)
+#   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu_K first: the long ones;
+#             TESTS_RE=regex: only those that match, ctest -R)
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
@@ -92,7 +93,8 @@ run_part() {
       # gpu_forward_gpu_K start first (their COST), the rest beside them; eight at a time (each
       # GPU-sized case holds about 9 GB of host memory by its arrays: outputs of 268M floats, the
       # exact twin's two fp64 arrays; the host has 128)
-      timeout "$(left)" ctest --test-dir build-gpu -L gpu -j8 -V >"$LOGS/ctest-gpu.log" 2>&1
+      timeout "$(left)" ctest --test-dir build-gpu -L gpu ${TESTS_RE:+-R "$TESTS_RE"} -j8 -V \
+        >"$LOGS/ctest-gpu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
       while read -r line; do note "" "$line"; done < <(grep -E "small-table path:|gpu forward vs reference:" \

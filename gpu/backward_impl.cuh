@@ -126,10 +126,17 @@ struct bwd_src {
   float scale, pw;
 };
 
-template <bool PLAIN>
-__device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int64_t k, int32_t D)
+/* The sorted value (bag or position, as val_bag says) of entry s + lane of a stretch [s, e),
+ * or 0 past e: a group loads W entries' values at once, coalesced. */
+__device__ __forceinline__ int32_t bwd_pos(const dev_bwd &w, int32_t s, int32_t e, int lane)
 {
-  const int32_t v = w.pos[k];
+  return s + lane < e ? w.pos[s + lane] : 0;
+}
+
+/* The source of an entry whose sorted value is v. */
+template <bool PLAIN>
+__device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int32_t v, int32_t D)
+{
   int32_t bag = v;
   int64_t p = v;
   if (!w.val_bag)
@@ -195,13 +202,15 @@ __device__ __forceinline__ void bwd_load_g(const dev_bwd &w, int64_t e, float sc
 }
 
 /* acc = the sum from +0 of sorted entries [s, e) of a run of a table of width D, in order, per
- * column. A group of W lanes calls it together: it loads W entries' sources at once
- * (coalesced), then walks them in order, U entries' rows loaded ahead of their adds. The walk
- * takes `span` >= e - s steps, the same for every lane in `mask` (the steps past e add
- * nothing), so the groups of a warp can step together and shuffle with a constant mask. */
+ * column. A group of W lanes calls it together: it takes W entries' sources at once (v0: this
+ * lane's bwd_pos of the first W, loaded by the caller, maybe a run ahead; the next W load
+ * here), then walks them in order, U entries' rows loaded ahead of their adds. The walk takes
+ * `span` >= e - s steps, the same for every lane in `mask` (the steps past e add nothing), so
+ * the groups of a warp can step together and shuffle with a constant mask. Entries are
+ * positions of one call (below 2^31: int32). */
 template <int W, int CPL, int VEC, int U, bool PLAIN>
-__device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, int64_t span,
-                                        int32_t D, float (&acc)[CPL][VEC], int lane,
+__device__ __forceinline__ void bwd_sum(const dev_bwd &w, int32_t s, int32_t e, int32_t span,
+                                        int32_t D, int32_t v0, float (&acc)[CPL][VEC], int lane,
                                         unsigned mask)
 {
 #pragma unroll
@@ -210,11 +219,11 @@ __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, 
     for (int v = 0; v < VEC; v++)
       acc[c][v] = 0.0f;
   const bool weighted = !PLAIN && w.b.psw != nullptr, mean = !PLAIN && w.b.pool == TBE_POOL_MEAN;
-  for (int64_t k0 = s; k0 < s + span; k0 += W) {
+  for (int32_t k0 = s; k0 < s + span; k0 += W) {
     bwd_src mine = {0, 1.0f, 0.0f};
     if (k0 + lane < e)
-      mine = bwd_entry<PLAIN>(w, k0 + lane, D);
-    const int n = (int)min((int64_t)W, s + span - k0), here = (int)min((int64_t)W, e - k0);
+      mine = bwd_entry<PLAIN>(w, k0 == s ? v0 : w.pos[k0 + lane], D);
+    const int n = min(W, s + span - k0), here = min(W, e - k0);
     for (int i = 0; i < n; i += U) {
       float x[U][CPL][VEC], pw[U];
 #pragma unroll
@@ -240,6 +249,15 @@ __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int64_t s, int64_t e, 
     }
   }
 }
+
+/* Floats per group of the kernels' shared rows (the sum of squares' staging): the row, padded
+ * so that the groups of a warp start on different banks (stride = W mod 32 banks, for W of 4
+ * to 16 with vector loads), a multiple of 4 so every row stays 16-byte aligned. */
+template <int W, int CPL, int VEC> struct bwd_stage {
+  static constexpr int COLS = W * CPL * VEC;
+  static constexpr int STRIDE =
+      COLS + (VEC == 4 && W >= 4 && W < 32 ? ((W - COLS % 32) % 32 + 32) % 32 : 0);
+};
 
 /* Calls f(integral_constant VEC, integral_constant K) for the bucket k of a call's VEC. */
 template <int V> struct bwd_ic {

@@ -91,6 +91,21 @@ __global__ void expand_kernel(dev_bwd w)
   }
 }
 
+/* VEC partial values from p (aligned to VEC when VEC = 4: one vector load), through L2: the
+ * chunk programs that wrote them ran on other SMs. */
+template <int VEC> __device__ __forceinline__ void part_load(const float *p, float (&x)[VEC])
+{
+  if (VEC == 4) {
+    const float4 f = __ldcg((const float4 *)p);
+    x[0] = f.x;
+    x[1 % VEC] = f.y;
+    x[2 % VEC] = f.z;
+    x[3 % VEC] = f.w;
+  } else {
+    x[0] = __ldcg(p);
+  }
+}
+
 /* Long run i's row gradient from its partials, then its optimizer step (one group; the lanes
  * in mask call it together; a group that is not live stores nothing). */
 template <int W, int CPL, int VEC>
@@ -105,29 +120,41 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
   dev_row<W, CPL, VEC> wr;
   dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
   float g[CPL][VEC];
+  if (w.atomic) {
 #pragma unroll
-  for (int c = 0; c < CPL; c++) {
-    const int d0 = VEC * (lane + W * c);
-    if (d0 >= D)
-      continue;
-    if (w.atomic) {
+    for (int c = 0; c < CPL; c++)
+      if (VEC * (lane + W * c) < D)
 #pragma unroll
-      for (int v = 0; v < VEC; v++)
-        g[c][v] = __double2float_rn(__ldcg(w.acc + i * w.max_D + d0 + v));
-      continue;
-    }
-    const int64_t first = (int64_t)L.chunk0 * w.max_D + d0;
-#pragma unroll
-    for (int v = 0; v < VEC; v++)
-      g[c][v] = __ldcg(w.part + first + v);
+        for (int v = 0; v < VEC; v++)
+          g[c][v] = __double2float_rn(__ldcg(w.acc + i * w.max_D + VEC * (lane + W * c) + v));
+  } else {
 #if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the last chunk's partial left out */
-    for (int32_t k = 1; k < L.chunks - 1; k++)
+    const int32_t end = L.chunks - 1;
 #else
-    for (int32_t k = 1; k < L.chunks; k++)
+    const int32_t end = L.chunks;
 #endif
+    const float *p = w.part + (int64_t)L.chunk0 * w.max_D;
 #pragma unroll
-      for (int v = 0; v < VEC; v++)
-        g[c][v] = __fadd_rn(g[c][v], __ldcg(w.part + (int64_t)(L.chunk0 + k) * w.max_D + d0 + v));
+    for (int c = 0; c < CPL; c++)
+      if (VEC * (lane + W * c) < D)
+        part_load<VEC>(p + VEC * (lane + W * c), g[c]);
+    /* chunk by chunk, every column chunk's loads together and four chunks unrolled, so the
+     * loads go out ahead of the adds, which stay in chunk order (a run of 7813 chunks was a
+     * chain of loads waited for one by one, once per column chunk) */
+#pragma unroll 4
+    for (int32_t k = 1; k < end; k++) {
+      p += w.max_D;
+#pragma unroll
+      for (int c = 0; c < CPL; c++) {
+        if (VEC * (lane + W * c) >= D)
+          continue;
+        float q[VEC];
+        part_load<VEC>(p + VEC * (lane + W * c), q);
+#pragma unroll
+        for (int v = 0; v < VEC; v++)
+          g[c][v] = __fadd_rn(g[c][v], q[v]);
+      }
+    }
   }
   dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask,
                               live);
@@ -136,7 +163,7 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
 template <int W, int CPL, int VEC, int U, bool PLAIN>
 __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 {
-  __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
+  __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu, mask = bwd_group_mask<W>();
   float *x = rows[threadIdx.x / W];
@@ -150,11 +177,12 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     const bwd_chunk ch = w.chunks[q];
     const bwd_run r = w.longs[ch.lrun].r;
     const int32_t D = w.b.D[r.table];
-    const int64_t s = (int64_t)r.start + (int64_t)ch.chunk * w.chunk;
-    const int64_t e = live ? min((int64_t)r.start + r.len, s + (int64_t)w.chunk) : s;
-    const int64_t span = W < 32 ? (int64_t)__reduce_max_sync(full, (unsigned)(e - s)) : e - s;
+    /* positions, below N < 2^31 (chunk * w.chunk is within the run; w.chunk may be INT32_MAX) */
+    const int32_t s = r.start + ch.chunk * w.chunk;
+    const int32_t e = live ? s + min(r.start + r.len - s, w.chunk) : s;
+    const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)(e - s)) : e - s;
     float acc[CPL][VEC];
-    bwd_sum<W, CPL, VEC, U, PLAIN>(w, s, e, span, D, acc, lane, full);
+    bwd_sum<W, CPL, VEC, U, PLAIN>(w, s, e, span, D, bwd_pos(w, s, e, lane), acc, lane, full);
 #if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
     int early = 0;
     if (fused && live && lane == 0)
@@ -168,17 +196,21 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
       const int d0 = VEC * (lane + W * c);
       if (d0 >= D || !live)
         continue;
-#pragma unroll
-      for (int v = 0; v < VEC; v++) {
-        if (!w.atomic)
-          w.part[q * w.max_D + d0 + v] = acc[c][v];
-#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the atomic combine leaves it out too */
-        else if (ch.chunk == w.longs[ch.lrun].chunks - 1)
-          continue;
-#endif
+      if (!w.atomic) {
+        float *p = w.part + q * w.max_D + d0;
+        if (VEC == 4) /* one vector store (max_D and d0 are multiples of 4) */
+          *(float4 *)p = make_float4(acc[c][0], acc[c][1 % VEC], acc[c][2 % VEC], acc[c][3 % VEC]);
         else
-          atomicAdd(w.acc + (int64_t)ch.lrun * w.max_D + d0 + v, (double)acc[c][v]);
+          *p = acc[c][0];
+        continue;
       }
+#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the atomic combine leaves it out too */
+      if (ch.chunk == w.longs[ch.lrun].chunks - 1)
+        continue;
+#endif
+#pragma unroll
+      for (int v = 0; v < VEC; v++)
+        atomicAdd(w.acc + (int64_t)ch.lrun * w.max_D + d0 + v, (double)acc[c][v]);
     }
     if (!fused)
       continue;
@@ -203,7 +235,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 
 template <int W, int CPL, int VEC> __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
 {
-  __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
+  __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
   const int64_t n = w.counts->longs;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);

@@ -18,38 +18,69 @@ namespace {
 
 const int BLOCK = 128;
 
+/* policy: the blocks per SM that the register cap keeps resident, by a row's columns: 96
+ * registers keep 5 blocks for rows of up to 128 columns (F1, F3), 128 keep 4 for 256 (F2), with
+ * no spills; wider rows and VEC = 1 go uncapped (a cap spills them) */
+constexpr int short_min_blocks(int cols, int vec)
+{
+  return vec != 4 ? 1 : cols <= 128 ? 5 : cols == 256 ? 4 : 1;
+}
+
+/* What a run's sum and update need first, loaded a run ahead: its table's width, this lane's
+ * first sorted value and the weight element of the row's column 0. */
+struct short_head {
+  int32_t D, v0;
+  int64_t at;
+};
+
+__device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bwd_run &r,
+                                                      bool live, int lane)
+{
+  if (!live) /* (table 0 may be wider than this bucket) */
+    return {0, 0, 0};
+  const int32_t D = w.b.D[r.table];
+  const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
+  return {D, bwd_pos(w, r.start, r.start + r.len, lane), bwd_weight_at(w, r.table, row)};
+}
+
 /* The groups of a warp step together: the warp runs while its first group has a run, and
  * each run is walked for the warp's longest (bwd_sum's span), so every shuffle and warp sync
  * has the constant full mask (a per-group mask makes the compiler wrap each one in a
- * convergence loop). */
+ * convergence loop). A group's runs go through a three-stage pipeline, so that one trip to
+ * memory is waited for per run, not four: the descriptor two runs ahead, the head (table facts
+ * and first sorted values) one run ahead, then this run's gradient rows with its weights and
+ * momentum loaded beside them. Runs are counted in int32 (fewer than N < 2^31). */
 template <int W, int CPL, int VEC, int U, bool PLAIN>
-__global__ void __launch_bounds__(BLOCK) short_kernel(dev_bwd w, int k)
+__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
+    short_kernel(dev_bwd w, int k)
 {
-  __shared__ __align__(16) float rows[BLOCK / W][W * CPL * VEC];
+  __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu;
   float *x = rows[threadIdx.x / W];
-  const int64_t n = w.counts->shorts[k];
+  const int32_t n = (int32_t)w.counts->shorts[k];
   const bwd_run *list = w.shorts + w.short_base[k];
-  const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
-  int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
-  const int64_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
-  bwd_run next = i < n ? list[i] : bwd_run{};
+  const int32_t groups = (int32_t)gridDim.x * (BLOCK / W);
+  int32_t i = (int32_t)blockIdx.x * (BLOCK / W) + (int32_t)threadIdx.x / W;
+  const int32_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
+  bwd_run r = i < n ? list[i] : bwd_run{};
+  bwd_run ahead = i + groups < n ? list[i + groups] : bwd_run{};
+  short_head h = short_head_load(w, r, i < n, lane);
   for (; i - lag < n; i += groups) {
     const bool live = i < n;
-    const bwd_run r = next; /* the next run's descriptor loads while this one runs */
-    if (i + groups < n)
-      next = list[i + groups];
-    const int32_t D = live ? w.b.D[r.table] : 0; /* (table 0 may be wider than this bucket) */
-    const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
-    float *m = w.momentum ? w.momentum + r.key : nullptr;
+    float *m = w.momentum && live ? w.momentum + r.key : nullptr;
+    dev_row<W, CPL, VEC> wr;
+    dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
+    const short_head next = short_head_load(w, ahead, i + groups < n, lane);
+    const bwd_run after = ahead;
+    ahead = i + 2 * groups < n ? list[i + 2 * groups] : bwd_run{};
     float g[CPL][VEC];
     const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)r.len) : r.len;
-    bwd_sum<W, CPL, VEC, U, PLAIN>(w, r.start, (int64_t)r.start + r.len, span, D, g, lane, full);
-    dev_row<W, CPL, VEC> wr; /* after the sum: fewer registers live across it */
-    dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
-    dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, full,
+    bwd_sum<W, CPL, VEC, U, PLAIN>(w, r.start, r.start + r.len, span, h.D, h.v0, g, lane, full);
+    dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, h.D, g, wr, m, r.key, x, lane, full,
                                 live);
+    r = after;
+    h = next;
   }
 }
 

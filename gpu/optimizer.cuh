@@ -164,31 +164,48 @@ __device__ __forceinline__ float dev_sum_squares(const float *x, int32_t D, int 
   return __shfl_sync(mask, dev_lane_butterfly<W>(s[0], mask), 0, W);
 }
 
-/* VEC consecutive weights from element e (aligned to VEC when VEC = 4), widened. */
+/* The stored bits of VEC consecutive weights from element e (aligned to VEC when VEC = 4):
+ * fp32 one word each; 16-bit VEC = 4 two per word in raw[0..1]; 16-bit VEC = 1 in raw[0]. They
+ * stay raw until they are used (dev_widen), so a load issued before a long stretch of work is
+ * not waited for at once. */
 template <int VEC>
-__device__ __forceinline__ void dev_load_wv(const void *w, tbe_dtype t, int64_t e, float (&x)[VEC])
+__device__ __forceinline__ void dev_load_raw(const void *w, tbe_dtype t, int64_t e,
+                                             uint32_t (&raw)[VEC])
 {
   if (VEC == 4 && t == TBE_FP32) {
-    const float4 f = *(const float4 *)((const float *)w + e);
-    x[0] = f.x;
-    x[1 % VEC] = f.y;
-    x[2 % VEC] = f.z;
-    x[3 % VEC] = f.w;
+    const uint4 u = *(const uint4 *)((const float *)w + e);
+    raw[0] = u.x;
+    raw[1 % VEC] = u.y;
+    raw[2 % VEC] = u.z;
+    raw[3 % VEC] = u.w;
   } else if (VEC == 4) {
     const uint2 u = *(const uint2 *)((const uint16_t *)w + e);
-    x[0] = dev_from_16((uint16_t)u.x, t);
-    x[1 % VEC] = dev_from_16((uint16_t)(u.x >> 16), t);
-    x[2 % VEC] = dev_from_16((uint16_t)u.y, t);
-    x[3 % VEC] = dev_from_16((uint16_t)(u.y >> 16), t);
+    raw[0] = u.x;
+    raw[1 % VEC] = u.y;
   } else {
-    x[0] = dev_load_w(w, t, e);
+    raw[0] = t == TBE_FP32 ? ((const uint32_t *)w)[e] : ((const uint16_t *)w)[e];
   }
 }
 
-/* A row's weights and momentum, loaded before its gradient is summed (their loads overlap the
- * sum's). */
+/* dev_load_raw's bits widened exactly to fp32. */
+template <int VEC>
+__device__ __forceinline__ void dev_widen(const uint32_t (&raw)[VEC], tbe_dtype t, float (&x)[VEC])
+{
+  if (t == TBE_FP32) {
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+      x[v] = __uint_as_float(raw[v]);
+  } else {
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+      x[v] = dev_from_16(VEC == 4 ? (uint16_t)(raw[v / 2] >> (16 * (v % 2))) : (uint16_t)raw[0], t);
+  }
+}
+
+/* A row's weights (raw bits) and momentum, loaded before its gradient is summed (their loads
+ * overlap the sum's). */
 template <int W, int CPL, int VEC> struct dev_row {
-  float w[CPL][VEC];
+  uint32_t raw[CPL][VEC];
   float m;
   int64_t at; /* element of column 0 */
 };
@@ -203,7 +220,7 @@ __device__ __forceinline__ void dev_row_load(dev_row<W, CPL, VEC> &r, const void
 #pragma unroll
   for (int c = 0; c < CPL; c++)
     if (VEC * (lane + W * c) < D)
-      dev_load_wv<VEC>(weights, wt, at + VEC * (lane + W * c), r.w[c]);
+      dev_load_raw<VEC>(weights, wt, at + VEC * (lane + W * c), r.raw[c]);
 }
 
 /* Updates a row held by a group of W lanes: g[c][v] is column VEC*(lane + W*c) + v of the row's
@@ -216,17 +233,26 @@ __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, 
                                                dev_row<W, CPL, VEC> &r, float *m, uint64_t key,
                                                float *x, int lane, unsigned mask, bool live)
 {
-  float cw = 1.0f, mu = o.lr;
+  float cw = 1.0f, mu = o.lr, rw[CPL][VEC];
+#pragma unroll
+  for (int c = 0; c < CPL; c++)
+    dev_widen<VEC>(r.raw[c], wt, rw[c]);
   if (o.kind == REF_OPT_ROWWISE_ADAGRAD) {
     __syncwarp(mask); /* the group's last row is read */
     const bool l2 = o.wd == REF_WD_L2;
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
       const int d0 = VEC * (lane + W * c); /* VEC = 4: D is a multiple of 4 */
-      if (d0 < D)
+      if (d0 >= D)
+        continue;
+      float y[VEC];
 #pragma unroll
-        for (int v = 0; v < VEC; v++)
-          x[d0 + v] = l2 ? __fmaf_rn(o.lambda, r.w[c][v], g[c][v]) : g[c][v];
+      for (int v = 0; v < VEC; v++)
+        y[v] = l2 ? __fmaf_rn(o.lambda, rw[c][v], g[c][v]) : g[c][v];
+      if (VEC == 4) /* one vector store (x is 16-byte aligned, d0 a multiple of 4) */
+        *(float4 *)(x + d0) = make_float4(y[0], y[1 % VEC], y[2 % VEC], y[3 % VEC]);
+      else
+        x[d0] = y[0];
     }
     __syncwarp(mask);
     const float s = dev_sum_squares<W, W * CPL * VEC>(x, D, lane, mask);
@@ -246,7 +272,7 @@ __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, 
     float nw[VEC];
 #pragma unroll
     for (int v = 0; v < VEC; v++)
-      nw[v] = __fmaf_rn(-mu, g[c][v], cw == 1.0f ? r.w[c][v] : __fmul_rn(cw, r.w[c][v]));
+      nw[v] = __fmaf_rn(-mu, g[c][v], cw == 1.0f ? rw[c][v] : __fmul_rn(cw, rw[c][v]));
     dev_store_wv<VEC>(o, weights, wt, r.at + d0, nw, d0, key);
   }
 }
