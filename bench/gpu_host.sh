@@ -14,15 +14,17 @@
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/);
 #             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
+#   wait      waits for the parts run in the background before it
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
 # tests:300), so the call always ends with its table; a part named with a trailing & (quoted:
-# 'faults&') runs in the background beside the parts after it. FAULTS="a b=d1,d2" picks the
-# faults part's faults (default: all five) and, after =, the detectors b runs; their trees build
-# beside the clean build. The device returns at most 8 files: everything but the table goes into
+# 'faults&') runs in the background beside the parts after it, and the part `wait` waits for
+# every one of those (a benchmark after it runs alone). FAULTS="a b=d1,d2" picks the faults
+# part's faults (default: all five) and, after =, the detectors b runs; their trees build beside
+# the clean build. The device returns at most 8 files: everything but the table goes into
 # logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -178,6 +180,9 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
       note profile "ncu exit $r: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued' \
         "$LOGS/ncu_f1.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" ;;
+    wait)
+      wait # the parts before it that run in the background (so a benchmark after runs alone)
+      ;;
     *)
       echo "gpu_host.sh: unknown part '$part'" >&2
       exit 2 ;;

@@ -117,7 +117,7 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
   const int32_t D = w.b.D[r.table];
   const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
   float *m = w.momentum ? w.momentum + r.key : nullptr;
-  dev_row<W, CPL, VEC> wr;
+  dev_row<W, CPL, VEC, true> wr; /* raw: the combine below runs while they load */
   dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
   float g[CPL][VEC];
   if (w.atomic) {

@@ -18,12 +18,21 @@ namespace {
 
 const int BLOCK = 128;
 
-/* policy: the blocks per SM that the register cap keeps resident, by a row's columns: 96
- * registers keep 5 blocks for rows of up to 128 columns (F1, F3), 128 keep 4 for 256 (F2), with
- * no spills; wider rows and VEC = 1 go uncapped (a cap spills them) */
+/* policy (H200, every shape side by side in one run): the loads ahead (below) pay only where
+ * they cost no occupancy. Rows of 128 columns keep 5 blocks at 96 registers under a cap (F1's
+ * short tier 30.9 -> 24.3 ms; F4, HOT, PUB 12-22% faster); D = 64 lost a block (F3 2.52 -> 3.08
+ * ms) and D = 256 spilled under a cap of 4 blocks (F2 24.3 -> 35.8 ms), so they load as before:
+ * each run's head when it starts, its weights after its sum. */
+constexpr bool short_ahead(int cols, int vec)
+{
+  return vec == 4 && cols == 128;
+}
+
+/* policy: the blocks per SM that the register cap keeps resident: 5 for the loads ahead (96
+ * registers, no spill), 6 for rows of 64 columns (80 registers, as the kernel had before them) */
 constexpr int short_min_blocks(int cols, int vec)
 {
-  return vec != 4 ? 1 : cols <= 128 ? 5 : cols == 256 ? 4 : 1;
+  return short_ahead(cols, vec) ? 5 : vec == 4 && cols == 64 ? 6 : 1;
 }
 
 /* What a run's sum and update need first, loaded a run ahead: its table's width, this lane's
@@ -33,26 +42,29 @@ struct short_head {
   int64_t at;
 };
 
+/* The weight element of run r's row, column 0. */
+__device__ __forceinline__ int64_t short_weight_at(const dev_bwd &w, const bwd_run &r)
+{
+  return bwd_weight_at(w, r.table, (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]));
+}
+
 __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bwd_run &r,
                                                       bool live, int lane)
 {
   if (!live) /* (table 0 may be wider than this bucket) */
     return {0, 0, 0};
-  const int32_t D = w.b.D[r.table];
-  const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
-  return {D, bwd_pos(w, r.start, r.start + r.len, lane), bwd_weight_at(w, r.table, row)};
+  return {w.b.D[r.table], bwd_pos(w, r.start, r.start + r.len, lane), short_weight_at(w, r)};
 }
 
 /* The groups of a warp step together: the warp runs while its first group has a run, and
  * each run is walked for the warp's longest (bwd_sum's span), so every shuffle and warp sync
  * has the constant full mask (a per-group mask makes the compiler wrap each one in a
- * convergence loop). A group's runs go through a three-stage pipeline, so that one trip to
- * memory is waited for per run, not four: the descriptor two runs ahead, the head (table facts
- * and first sorted values) one run ahead, then this run's gradient rows with its weights and
- * momentum loaded beside them. Runs are counted in int32 (fewer than N < 2^31). */
-template <int W, int CPL, int VEC, int U, bool PLAIN>
-__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
-    short_kernel(dev_bwd w, int k)
+ * convergence loop). With AHEAD a group's runs go through a three-stage pipeline, so that one
+ * trip to memory is waited for per run, not four: the descriptor two runs ahead, the head one
+ * run ahead, then this run's gradient rows with its weights and momentum loaded beside them.
+ * Without it the descriptor is one run ahead. Runs are counted in int32 (fewer than N < 2^31). */
+template <int W, int CPL, int VEC, int U, bool PLAIN, bool AHEAD = short_ahead(W * CPL * VEC, VEC)>
+__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC)) short_kernel(dev_bwd w, int k)
 {
   __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
@@ -63,24 +75,37 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
   const int32_t groups = (int32_t)gridDim.x * (BLOCK / W);
   int32_t i = (int32_t)blockIdx.x * (BLOCK / W) + (int32_t)threadIdx.x / W;
   const int32_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
-  bwd_run r = i < n ? list[i] : bwd_run{};
-  bwd_run ahead = i + groups < n ? list[i + groups] : bwd_run{};
-  short_head h = short_head_load(w, r, i < n, lane);
+  bwd_run next = i < n ? list[i] : bwd_run{}; /* this run's descriptor, loaded a run ago */
+  bwd_run ahead = AHEAD && i + groups < n ? list[i + groups] : bwd_run{}; /* AHEAD: the next */
+  short_head h = AHEAD ? short_head_load(w, next, i < n, lane) : short_head{};
   for (; i - lag < n; i += groups) {
     const bool live = i < n;
-    float *m = w.momentum && live ? w.momentum + r.key : nullptr;
-    dev_row<W, CPL, VEC> wr;
-    dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
-    const short_head next = short_head_load(w, ahead, i + groups < n, lane);
-    const bwd_run after = ahead;
-    ahead = i + 2 * groups < n ? list[i + 2 * groups] : bwd_run{};
+    const bwd_run r = next;
+    const int32_t far = i + (AHEAD ? 2 : 1) * groups; /* the run whose descriptor loads now */
+    if (!AHEAD) {
+      if (far < n)
+        next = list[far];
+      h = short_head_load(w, r, live, lane);
+    }
+    float *m = w.momentum ? w.momentum + r.key : nullptr;
+    dev_row<W, CPL, VEC, AHEAD> wr;
+    short_head after{};
+    if (AHEAD) {
+      dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
+      after = short_head_load(w, ahead, i + groups < n, lane);
+      next = ahead;
+      if (far < n)
+        ahead = list[far];
+    }
     float g[CPL][VEC];
     const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)r.len) : r.len;
     bwd_sum<W, CPL, VEC, U, PLAIN>(w, r.start, r.start + r.len, span, h.D, h.v0, g, lane, full);
+    if (!AHEAD) /* after the sum: fewer registers live across it */
+      dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
     dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, h.D, g, wr, m, r.key, x, lane, full,
                                 live);
-    r = after;
-    h = next;
+    if (AHEAD)
+      h = after;
   }
 }
 
