@@ -20,9 +20,9 @@ const int BLOCK = 128;
 
 /* policy (H200, every shape side by side in one run): the loads ahead (below) pay only where
  * they cost no occupancy. Rows of 128 columns keep 5 blocks at 96 registers under a cap (F1's
- * short tier 30.9 -> 24.3 ms; F4, HOT, PUB 12-22% faster); D = 64 lost a block (F3 2.52 -> 3.08
- * ms) and D = 256 spilled under a cap of 4 blocks (F2 24.3 -> 35.8 ms), so they load as before:
- * each run's head when it starts, its weights after its sum. */
+ * short tier 30.9 -> 24.3 ms, 25.4 in the final loop form; F4, HOT, PUB 12-22% faster); D = 64
+ * lost a block (F3 2.52 -> 3.08 ms) and D = 256 spilled under a cap of 4 blocks (F2 24.3 ->
+ * 35.8 ms), so they load as before: each run's head when it starts, its weights after its sum. */
 constexpr bool short_ahead(int cols, int vec)
 {
   return vec == 4 && cols == 128;
@@ -63,8 +63,10 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
  * trip to memory is waited for per run, not four: the descriptor two runs ahead, the head one
  * run ahead, then this run's gradient rows with its weights and momentum loaded beside them.
  * Without it the descriptor is one run ahead. Runs are counted in int32 (fewer than N < 2^31). */
-template <int W, int CPL, int VEC, int U, bool PLAIN, bool AHEAD = short_ahead(W * CPL * VEC, VEC)>
-__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC)) short_kernel(dev_bwd w, int k)
+template <int W, int CPL, int VEC, int U, bool PLAIN,
+          bool AHEAD = short_ahead(W * CPL * VEC, VEC)>
+__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
+    short_kernel(dev_bwd w, int k)
 {
   __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
