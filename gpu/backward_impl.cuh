@@ -288,6 +288,16 @@ template <typename F> void bwd_dispatch(int vec, int k, F &&f)
     bwd_dispatch_k<1>(k, f);
 }
 
+/* Calls go(integral_constant U') for a tier's entries in flight: the shape's U when the width
+ * asked is 4 (or U is at most 2), else 2 (the policy, with width 0). */
+template <int U, typename F> void bwd_with_width(int width, F &&go)
+{
+  if (width == 4 || U <= 2)
+    go(bwd_ic<U>());
+  else
+    go(bwd_ic<2>());
+}
+
 /* The lanes of this thread's group within its warp. */
 template <int W> __device__ __forceinline__ unsigned bwd_group_mask()
 {

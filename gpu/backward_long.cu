@@ -275,10 +275,7 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
       else
         chunk_kernel<S::W, S::CPL, VEC, U, false><<<grid, BLOCK, 0, stream>>>(w, fused);
     };
-    if (w.long_width != 4 && S::U > 2)
-      go(bwd_ic<2>());
-    else
-      go(bwd_ic<S::U>());
+    bwd_with_width<S::U>(w.long_width, go);
     if (!fused) {
       const unsigned ablocks = (unsigned)std::min<int64_t>((w.long_cap + per - 1) / per, cap);
       apply_kernel<S::W, S::CPL, VEC><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);

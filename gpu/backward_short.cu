@@ -134,10 +134,7 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
       else
         short_kernel<S::W, S::CPL, VEC, U, false><<<blocks, BLOCK, 0, stream>>>(w, k);
     };
-    if (w.short_width == 4 || S::U < 2)
-      go(bwd_ic<S::U>());
-    else
-      go(bwd_ic<2>());
+    bwd_with_width<S::U>(w.short_width, go);
   });
   GPU_TRY(cudaGetLastError());
   return tbe_ok();
