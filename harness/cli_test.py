@@ -21,6 +21,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 SKIP = 77
@@ -40,9 +41,9 @@ def check(cond, what):
         raise Failed(what)
 
 
-def tb(*args, env=None, preexec=None, cwd=None):
-    """Runs tbecheck with args; returns (exit code, stdout, stderr)."""
-    r = subprocess.run([TB, *args], capture_output=True, text=True, env=env or ENV,
+def tb(*args, env=None, preexec=None, cwd=None, exe=None):
+    """Runs tbecheck (or the copy exe) with args; returns (exit code, stdout, stderr)."""
+    r = subprocess.run([exe or TB, *args], capture_output=True, text=True, env=env or ENV,
                        preexec_fn=preexec, cwd=cwd)
     return r.returncode, r.stdout, r.stderr
 
@@ -747,21 +748,30 @@ def test_import_edge():
 
 def test_readonly_db():
     """An archived database (read-only file in a read-only directory) can still be read."""
-    os.makedirs("arch")
-    expect(0, "run", "--db", "arch/r.db", "--engines", "ref", "B=4 L=2")
-    check(not os.path.exists("arch/r.db-wal"), "the writer left its WAL file")
-    os.chmod("arch/r.db", 0o444)
-    os.chmod("arch", 0o555)
-    as_other = {}
-    if os.geteuid() == 0:  # root writes anywhere: read it as nobody, as an archive is read
-        as_other = {"preexec": lambda: (os.setgid(65534), os.setuid(65534))}
+    top, as_other = ".", {}
+    if os.geteuid() == 0:
+        # root writes anywhere: read it as nobody, as an archive is read, with the database and a
+        # copy of tbecheck where nobody can reach them (a checkout in mktemp -d's 0700 is not)
+        top = tempfile.mkdtemp(dir="/tmp")
+        os.chmod(top, 0o755)
+        as_other = {"preexec": lambda: (os.setgid(65534), os.setuid(65534)),
+                    "exe": shutil.copy2(TB, top), "cwd": top}
+    arch = os.path.join(top, "arch")
+    db = os.path.join(arch, "r.db")
+    os.makedirs(arch)
     try:
+        expect(0, "run", "--db", db, "--engines", "ref", "B=4 L=2")
+        check(not os.path.exists(db + "-wal"), "the writer left its WAL file")
+        os.chmod(db, 0o444)
+        os.chmod(arch, 0o555)
         for args in (["list"], ["report"], ["show", "1"], ["list", "--failed"]):
-            out, err = expect(0, *args, "--db", "arch/r.db", **as_other)
+            out, err = expect(0, *args, "--db", os.path.abspath(db), **as_other)
             check("readonly" not in err, f"{args}: {err}")
-        check(os.listdir("arch") == ["r.db"], f"a reader wrote beside it: {os.listdir('arch')}")
+        check(os.listdir(arch) == ["r.db"], f"a reader wrote beside it: {os.listdir(arch)}")
     finally:
-        os.chmod("arch", 0o755)
+        os.chmod(arch, 0o755)
+        if top != ".":
+            shutil.rmtree(top)
 
 
 def test_version():
