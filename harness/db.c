@@ -739,9 +739,9 @@ void db_table_free(db_table *t)
   memset(t, 0, sizeof t[0]);
 }
 
-tbe_status db_merge(db *d, const char *src_path, int *runs_added)
+tbe_status db_merge(db *d, const char *src_path, int *runs_added, int *runs_incomplete)
 {
-  *runs_added = 0;
+  *runs_added = *runs_incomplete = 0;
   if (access(src_path, F_OK) != 0)
     return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", src_path,
                      errno == ENOENT ? "no such database" : strerror(errno));
@@ -767,9 +767,13 @@ tbe_status db_merge(db *d, const char *src_path, int *runs_added)
   s = db_exec(d, "BEGIN IMMEDIATE", "cannot start the merge");
   if (s.code == TBE_OK)
     s = db_exec(d, db_sql("merge"), "cannot merge");
-  int64_t n = 0;
+  int64_t n = 0, open_runs = 0;
   int found;
   if (s.code == TBE_OK && (rc = db_int(d->h, "SELECT count(*) FROM temp.m_runs", &n, &found)))
+    s = db_fail(d->path, d->h, rc, "cannot count the merged runs");
+  if (s.code == TBE_OK &&
+      (rc = db_int(d->h, "SELECT count(*) FROM temp.m_runs WHERE complete = 0", &open_runs,
+                   &found)))
     s = db_fail(d->path, d->h, rc, "cannot count the merged runs");
   if (s.code == TBE_OK)
     s = db_exec(d, "COMMIT", "cannot commit the merge");
@@ -782,5 +786,6 @@ tbe_status db_merge(db *d, const char *src_path, int *runs_added)
                "DETACH src",
                NULL, NULL, NULL);
   *runs_added = (int)n;
+  *runs_incomplete = (int)open_runs;
   return s;
 }

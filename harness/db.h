@@ -114,8 +114,9 @@ const char *db_sql(const char *name);
 
 /* Copies every run of the database at src_path that d does not hold yet (runs are told apart by
  * uid), with their results, violations and timings, and the cases they need; in one
- * transaction. Sets *runs_added. src must be a tbecheck database of this schema version
- * (TBE_EINVAL otherwise, src unchanged). */
-tbe_status db_merge(db *d, const char *src_path, int *runs_added);
+ * transaction. Sets *runs_added, and *runs_incomplete to how many of them never ended (a
+ * killed or cancelled run: its stored cases come along). src must be a tbecheck database of
+ * this schema version (TBE_EINVAL otherwise, src unchanged). */
+tbe_status db_merge(db *d, const char *src_path, int *runs_added, int *runs_incomplete);
 
 #endif

@@ -284,20 +284,35 @@ static void test_merge(void)
   store_run(a, ca, 1, 0);
   store_run(b, cb, 2, 1);
   store_run(c, cb, 1, 0); /* c already holds a run of its own */
+  /* b's second run was killed after its first case: it never ended */
+  db_run_info info = {.dirty = -1, .host = "h", .cpu = "c", .tool_version = "t", .argv = "k",
+                      .engines = "ref", .repeats = 1};
+  int64_t killed = 0, case_id;
+  eng_case_result r;
+  eng_check ch[2];
+  eng_violation v[2];
+  fake_result(&r, ch, v, 0);
+  CHECK(db_run_begin(b, &info, &killed).code == TBE_OK &&
+            db_store_case(b, killed, cb[0], 0, &r, &case_id).code == TBE_OK,
+        "cannot store the killed run");
   db_close(a);
   db_close(b);
-  int added = -1;
-  tbe_status s = db_merge(c, pa, &added);
-  CHECK(s.code == TBE_OK && added == 2, "merge a: %s, %d runs", s.message, added);
-  s = db_merge(c, pb, &added);
-  CHECK(s.code == TBE_OK && added == 1, "merge b: %s, %d runs", s.message, added);
-  s = db_merge(c, pa, &added);
+  int added = -1, open_runs = -1;
+  tbe_status s = db_merge(c, pa, &added, &open_runs);
+  CHECK(s.code == TBE_OK && added == 2 && open_runs == 0, "merge a: %s, %d runs, %d incomplete",
+        s.message, added, open_runs);
+  s = db_merge(c, pb, &added, &open_runs);
+  CHECK(s.code == TBE_OK && added == 2 && open_runs == 1, "merge b: %s, %d runs, %d incomplete",
+        s.message, added, open_runs);
+  s = db_merge(c, pa, &added, &open_runs);
   CHECK(s.code == TBE_OK && added == 0, "merging a again added %d runs", added);
   db_close(c);
-  CHECK(count(pc, "runs") == 4 && count(pc, "cases") == 3, "runs %d cases %d", count(pc, "runs"),
+  CHECK(count(pc, "runs") == 5 && count(pc, "cases") == 3, "runs %d cases %d", count(pc, "runs"),
         count(pc, "cases"));
-  CHECK(count(pc, "results") == 2 * (1 + 2 + 1 + 2), "results %d", count(pc, "results"));
-  CHECK(count(pc, "violations") == 4 && count(pc, "perf") == 6, "violations %d perf %d",
+  CHECK(atoi(raw_text(pc, "SELECT count(*) FROM runs WHERE complete = 0")) == 1,
+        "the killed run came out of the merge complete");
+  CHECK(count(pc, "results") == 2 * (1 + 2 + 1 + 2 + 1), "results %d", count(pc, "results"));
+  CHECK(count(pc, "violations") == 4 && count(pc, "perf") == 7, "violations %d perf %d",
         count(pc, "violations"), count(pc, "perf"));
   /* every violation still belongs to a failing result of its case */
   CHECK(atoi(raw_text(pc, "SELECT count(*) FROM violations v JOIN results r ON r.id = v.result "
@@ -308,7 +323,7 @@ static void test_merge(void)
   /* a newer source is refused and left alone */
   CHECK(raw_exec(pb, "UPDATE meta SET schema_version = 99") == SQLITE_OK, "cannot age mb.db");
   if (db_open(pc, DB_WRITE, &c).code == TBE_OK) {
-    s = db_merge(c, pb, &added);
+    s = db_merge(c, pb, &added, &open_runs);
     CHECK(s.code == TBE_EINVAL && strstr(s.message, "newer"), "newer source: %s", s.message);
     db_close(c);
   }

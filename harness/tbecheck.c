@@ -35,6 +35,7 @@
 #include "progress.h"
 #include "race.h"
 #include "runinfo.h"
+#include "shard.h"
 
 enum { EXIT_PASS = 0, EXIT_FAILURES = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
@@ -79,7 +80,7 @@ static const char usage_text[] =
 
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
-    "                    [--shard I/N] [--campaign ID] [--max-violations N]\n"
+    "                    [--shard I/N|auto] [--campaign ID] [--max-violations N]\n"
     "                    [--inject-fault ENGINE:OUTPUT] [--max-memory SIZE]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
@@ -88,7 +89,8 @@ static const char run_usage[] =
     "  --db PATH              results database (default ./" DEFAULT_DB ")\n"
     "  --engines LIST         comma-separated, from ref,gpu,oracle (default all; ref always)\n"
     "  --repeat N             run each case N times (flaky outputs show in flaky.sql)\n"
-    "  --shard I/N            run only cases I, I+N, I+2N, ... (1-based) of the list\n"
+    "  --shard I/N            run only cases I, I+N, I+2N, ... (1-based) of the list; auto:\n"
+    "                         I/N from Slurm (the job array's task, or SLURM_PROCID/NTASKS)\n"
     "  --campaign ID          the campaign the run belongs to (letters, digits, . _ : -; at\n"
     "                         most 64): merged shards of one campaign report as one. Default\n"
     "                         with --shard: derived from the commit, N, the engines, the repeats\n"
@@ -405,9 +407,11 @@ static int parse_options(int argc, char **argv, const char *usage, const int *al
       o->repeat = (int)v;
       break;
     case OPT_SHARD: {
-      char extra;
-      bad = sscanf(optarg, "%lld/%lld%c", &o->shard_i, &o->shard_n, &extra) != 2 ||
-            o->shard_n < 1 || o->shard_i < 1 || o->shard_i > o->shard_n;
+      char why[256];
+      if (shard_parse(optarg, getenv, &o->shard_i, &o->shard_n, why, sizeof why)) {
+        say_error("%s", why);
+        return usage_error(usage);
+      }
       break;
     }
     case OPT_MAXV:
@@ -1206,9 +1210,13 @@ static int cmd_merge(int argc, char **argv)
   db *d;
   tbe_status st = db_open(argv[optind], DB_WRITE, &d);
   for (int a = optind + 1; st.code == TBE_OK && a < argc; a++) {
-    int added;
-    st = db_merge(d, argv[a], &added);
-    if (st.code == TBE_OK)
+    int added, open_runs;
+    st = db_merge(d, argv[a], &added, &open_runs);
+    if (st.code == TBE_OK && open_runs)
+      printf("%s: %d run%s added, %d incomplete (stopped before its end: its stored cases are "
+             "kept, the rest never ran)\n",
+             argv[a], added, added == 1 ? "" : "s", open_runs);
+    else if (st.code == TBE_OK)
       printf("%s: %d run%s added\n", argv[a], added, added == 1 ? "" : "s");
   }
   db_close(d);

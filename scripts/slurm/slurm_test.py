@@ -222,7 +222,7 @@ def test_cancel(source, tb, work):
     runs = query(camp, "SELECT shard, complete FROM runs ORDER BY shard")
     check(runs == [("1/2", 1), ("2/2", 0)], f"runs after the cancel: {runs}\n{merged}")
     kept = query(camp, "SELECT count(DISTINCT r.case_id) FROM results r JOIN runs u "
-                       "ON u.id = r.run_id WHERE u.shard = '2/2'")[0][0]
+                       "ON u.id = r.run WHERE u.shard = '2/2'")[0][0]
     check(kept >= 1, "the cancelled shard's finished cases were lost")
     check("incomplete" in merged, f"the merge did not say a shard is incomplete:\n{merged}")
 
