@@ -13,6 +13,7 @@ here, or not root: slurmd launches jobs as root).
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import socket
@@ -164,8 +165,9 @@ def submit(source, tb, camp, tasks, cases):
                       "--gpus-per-task", "0", "--engines", "ref", "--dir", camp,
                       "--tbecheck", tb, cases)
     check(rc == 0, f"submit.sh: exit {rc}\n{out}{err}")
-    words = out.split()
-    return words[1], words[4].rstrip(",")  # "array J (N tasks), merge M: ..."
+    m = re.match(r"array (\d+) \(\d+ tasks\), merge (\d+):", out)
+    check(m, f"submit.sh printed no job ids: {out}")
+    return m.group(1), m.group(2)
 
 
 DIGESTS = ("SELECT c.canonical, r.engine, r.baseline, r.output, r.status, r.digest "
