@@ -1,5 +1,5 @@
 /* bench_db.c: a benchmark's --db: one bench run and a perf row per figure (bench_db.h).
- * Not a benchmark and not the database module (harness/db.c does the storing).
+ * Not a benchmark and not the database module (harness/store/db.c does the storing).
  */
 #include "bench_db.h"
 

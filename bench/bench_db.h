@@ -1,6 +1,6 @@
 /* bench_db.h: a benchmark's figures into the results database: with `--db PATH` a benchmark
  * records a bench run (runs.bench) and one perf row per figure. Not the timing (each bench's)
- * and not the database itself (harness/db.h); the report draws these rows (perf_drift.sql).
+ * and not the database itself (harness/store/db.h); the report draws these rows (perf_drift.sql).
  *
  * A benchmark calls bench_db_open first (it reads the command line), bench_db_figure for each
  * figure it prints, and bench_db_close at the end; without --db every call does nothing.

@@ -2,7 +2,7 @@
 """faults.py: builds tbecheck with one planted fault (-DTBE_FAULT=NAME) in a tree of its own and
 requires the suite to catch it: the fault's named tests, the named cases and a bounded `tbecheck
 fuzz` campaign, each recorded with what caught it, after how many cases and seconds.
-Not the fuzz campaign (harness/fuzz_campaign.c) nor the libFuzzer targets (fuzz/fuzz_*.c).
+Not the fuzz campaign (harness/cli/fuzz_campaign.c) nor the libFuzzer targets (fuzz/fuzz_*.c).
 
 usage: faults.py run NAME --source DIR --build DIR --tbecheck PATH [--jobs N] [--seconds S]
                       [--detectors D,...]
@@ -87,7 +87,7 @@ FAULTS = {
         expect=["bounds_test", "fuzz_replay_bounds", "cases", "fuzz"]),
     "cmp_skip_last": dict(
         breaks="every comparison (bitwise, integer, bound) stops one element short "
-               "(harness/compare.c): a wrong last element passes",
+               "(harness/check/compare.c): a wrong last element passes",
         tests=["compare_test", "cli_fault_nowhere"],
         expect=["compare_test", "cli_fault_nowhere"]),
     "fused_no_fence": dict(

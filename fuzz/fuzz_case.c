@@ -1,7 +1,7 @@
-/* fuzz_case.c: libFuzzer target for the case language (harness/case.c): any text is refused
+/* fuzz_case.c: libFuzzer target for the case language (harness/case/case.c): any text is refused
  * with a message naming a key, or parsed into a case whose canonical print parses back to an
  * equal case and prints the same (print(parse(x)) parses, round-trips, and is canonical).
- * Not the case tests (harness/case_test.c), which hold the named cases and their errors.
+ * Not the case tests (harness/case/case_test.c), which hold the named cases and their errors.
  */
 #include <string.h>
 

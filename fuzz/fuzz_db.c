@@ -1,7 +1,7 @@
-/* fuzz_db.c: libFuzzer target for opening a results database (harness/db.c): the input is the
+/* fuzz_db.c: libFuzzer target for opening a results database (harness/store/db.c): the input is the
  * database file. Read or write, it is refused with a clean error (and left byte for byte
  * unchanged) or opened; an opened one answers the queries and, opened for writing, stores a
- * run with one case; nothing crashes. Not the database tests (harness/db_test.c, cli_test.py).
+ * run with one case; nothing crashes. Not the database tests (harness/store/db_test.c, cli_test.py).
  */
 #include <string.h>
 #include <unistd.h>

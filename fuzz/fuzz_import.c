@@ -1,8 +1,8 @@
-/* fuzz_import.c: libFuzzer target for `tbecheck import` (harness/import.c): the input is a
+/* fuzz_import.c: libFuzzer target for `tbecheck import` (harness/store/import.c): the input is a
  * directory of .npy files; any bytes are refused with a clean error naming the file, or give a
  * valid batch that the reference engine runs (bounds check, forward, comparison with the exact
  * forward) without an internal error, leaving the batch's indices and offsets pristine.
- * Not the .npy reader's target (fuzz_npy.c) nor the import tests (harness/import_test.c).
+ * Not the .npy reader's target (fuzz_npy.c) nor the import tests (harness/store/import_test.c).
  *
  * Input: one byte of options (pool, output dtype, bounds mode), then records of one byte naming
  * the file (its value mod 10: weights, E, D, table_offset, feature_table_map, B_vbe, indices,

@@ -1,7 +1,7 @@
-/* fuzz_npy.c: libFuzzer target for the .npy reader (harness/npy.c): any bytes are refused with
+/* fuzz_npy.c: libFuzzer target for the .npy reader (harness/io/npy.c): any bytes are refused with
  * TBE_EINVAL naming the part that is wrong, or give a valid array: a supported dtype, ndim 1 or
  * 2, count = the product of the shape, the data present, and written back out it reads the same.
- * Not the importer's target (fuzz_import.c) nor npy's unit test (harness/npy_test.c).
+ * Not the importer's target (fuzz_import.c) nor npy's unit test (harness/io/npy_test.c).
  */
 #include <string.h>
 

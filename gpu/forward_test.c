@@ -1,6 +1,6 @@
 /* forward_test.c: the GPU forward against the reference on every case of the given .cases files
  * and under every forward configuration (bags per program, gather width, fused bounds check,
- * small-table path), through the harness's own engines and checks (harness/engine.c: one table
+ * small-table path), through the harness's own engines and checks (harness/check/engine.c: one table
  * of metrics; generic features bit for bit, small-table ones to the tensor-core model bit for bit
  * and to the bound; every run twice, over two poisons); SKIPs (exit 77) without a GPU. Not the
  * harness's `run` (no database). Weights of pruned positions are made non-finite first.

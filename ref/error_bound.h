@@ -1,5 +1,5 @@
 /* error_bound.h: the primitives of TBE_SEMANTICS.md section 6's derived bounds: unit roundoff,
- * gamma(k), and the error of one rounding into a dtype. Not a comparison (harness/compare.c).
+ * gamma(k), and the error of one rounding into a dtype. Not a comparison (harness/check/compare.c).
  */
 #ifndef REF_ERROR_BOUND_H
 #define REF_ERROR_BOUND_H

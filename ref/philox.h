@@ -1,6 +1,6 @@
 /* philox.h: the Philox4x32-10 counter-based generator (Salmon et al., "Parallel random numbers:
  * as easy as 1, 2, 3", SC'11; Random123's philox4x32_10), the random source of stochastic rounding.
- * Not the input generator's PRNG (harness/prng.h), which never feeds the numerics of an engine.
+ * Not the input generator's PRNG (harness/case/prng.h), which never feeds the numerics of an engine.
  *
  * A pure function of (counter, key): integer multiply-high, xor and add only, so the same bits
  * on every machine and on the GPU (TBE_SEMANTICS.md section 5 keys it per weight element).

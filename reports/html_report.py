@@ -55,7 +55,7 @@ class BadInput(Exception):
 
 def connect(path):
     """A read-only connection; an archived database (no WAL file, a directory we may not write)
-    is read as immutable, as harness/db.c does."""
+    is read as immutable, as harness/store/db.c does."""
     archived = not os.path.exists(path + "-wal") and \
         not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
     uri = "file:" + urllib.parse.quote(path) + ("?immutable=1" if archived else "?mode=ro")

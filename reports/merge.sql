@@ -1,7 +1,7 @@
 -- merge.sql: copies the runs of the attached database `src` that main does not hold (by uid),
 -- with their results, violations, timings and races, renumbered after main's ids. Not a query.
 --
--- harness/db.c runs it inside one transaction after checking that src has main's schema
+-- harness/store/db.c runs it inside one transaction after checking that src has main's schema
 -- version (so SELECT * lists the same columns in the same order), then reads
 -- count(*) FROM temp.m_runs and drops the temp.m_* tables. Cases are matched by canonical text.
 

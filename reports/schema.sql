@@ -1,7 +1,7 @@
 -- schema.sql: the tbecheck results database (SQLite): every table, column by column, with its
 -- constraints, and the views the queries share. Not the queries themselves (reports/queries/).
 --
--- tbecheck builds a new database from this file in one transaction (harness/db.c embeds it) and
+-- tbecheck builds a new database from this file in one transaction (harness/store/db.c embeds it) and
 -- marks it with PRAGMA application_id 0x54424543 ('TBEC') and meta.schema_version. A database
 -- whose version is newer than the tool's, or that is not a tbecheck database, is refused and left
 -- unchanged. Writers use WAL and one transaction per case, so a killed run keeps every case it
@@ -70,7 +70,7 @@ CREATE TABLE cases (
 );
 
 -- One row per (run, case, repeat, engine pair, output): one named output of one engine
--- compared with its baseline by one named metric (harness/compare.h).
+-- compared with its baseline by one named metric (harness/check/compare.h).
 CREATE TABLE results (
   id                INTEGER PRIMARY KEY,
   run               INTEGER NOT NULL REFERENCES runs (id),

@@ -1,5 +1,5 @@
 -- upgrade.sql: brings a database of an older schema version to the current one, one step per
--- version, inside the transaction harness/db.c opens. Not the schema (schema.sql) nor a query.
+-- version, inside the transaction harness/store/db.c opens. Not the schema (schema.sql) nor a query.
 --
 -- Each step starts with a line '-- V -> V+1: why'. db.c runs, in one transaction, the steps from
 -- the database's version on (from the line '-- V -> ' of its version to the end), then
@@ -21,7 +21,7 @@ ALTER TABLE perf ADD COLUMN ceiling_gbps REAL CHECK (ceiling_gbps >= 0);
 UPDATE meta SET schema_version = 3;
 
 -- 3 -> 4: results.baseline takes 'model' (the small-table path held to the tensor-core model's
--- bits); harness/db.c widens that CHECK before these steps run, this step records it.
+-- bits); harness/store/db.c widens that CHECK before these steps run, this step records it.
 UPDATE meta SET schema_version = 4;
 
 -- 4 -> 5: races, the outcomes of `tbecheck race` (schema.sql says what each column holds).

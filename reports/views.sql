@@ -1,6 +1,6 @@
 -- views.sql: the views the queries share (reports/queries/). Not the tables (schema.sql).
 --
--- harness/db.c runs this file after creating a database from schema.sql and after every upgrade
+-- harness/store/db.c runs this file after creating a database from schema.sql and after every upgrade
 -- (upgrade.sql), so a view always matches the tables of this build; a view changes here without
 -- a schema version.
 

@@ -267,7 +267,7 @@ class Result:
 
 
 def load_case(path):
-    """Reads an exported case directory (harness/export.h): the manifest and input arrays."""
+    """Reads an exported case directory (harness/store/export.h): the manifest and input arrays."""
     with open(os.path.join(path, "manifest.json")) as f:
         m = json.load(f)
     arrays = {}

@@ -139,7 +139,7 @@ static const char import_usage[] =
     "usage: tbecheck import DIR [--pool sum|mean|none] [--out fp32|fp16|bf16]\n"
     "                       [--bounds fatal|warning|ignore|none] [--db PATH] [--engines LIST]\n"
     "                       [--max-violations N] [--inject-fault ENGINE:OUTPUT]\n"
-    "Runs a captured batch given as .npy files in DIR (harness/import.h: weights, E, D,\n"
+    "Runs a captured batch given as .npy files in DIR (harness/store/import.h: weights, E, D,\n"
     "indices and offsets required; table_offset, feature_table_map, B_vbe, per_sample_weights\n"
     "optional) through the engines and stores it as a run of one case, named by a digest of the\n"
     "files. Defaults: --pool sum --out fp32 --bounds warning. README.md lists the files.\n";

@@ -3,9 +3,9 @@
 directories that tbecheck exports and writes what it computed back as .npy files.
 Not the oracle (ref/oracle/tbe_oracle.py) and not its cross-check driver (ref/oracle/check.py).
 
-Protocol (harness/worker.h): the first line is "ready", or "unavailable: REASON" (no NumPy,
+Protocol (harness/check/worker.h): the first line is "ready", or "unavailable: REASON" (no NumPy,
 no oracle) after which the worker exits. Then, for each line on stdin naming a directory written
-by export_batch (harness/export.h), it writes into that directory
+by export_batch (harness/store/export.h), it writes into that directory
   oracle_offsets.npy, oracle_indices.npy   after the bounds check, in the index dtype
   oracle_output.npy                        the output's bits as '<f4', '<f2' or '<u2' (bf16), when
                                            the bounds check did not stop the call

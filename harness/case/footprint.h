@@ -28,7 +28,7 @@ typedef struct {
 } footprint;
 
 /* The estimate of c, with or without the GPU engine. It sums the arrays alive at the peak of a
- * run (harness/engine.c keeps every engine's outputs until the case's checks are made), so it is
+ * run (harness/check/engine.c keeps every engine's outputs until the case's checks are made), so it is
  * an upper estimate for fixed shapes, and an expectation for drawn ones. */
 void footprint_case(const tbe_case *c, int with_gpu, footprint *f);
 

@@ -2,7 +2,7 @@
 """cli_test.py: tests of the `tbecheck` command line and its results database, as a user meets
 them: usage and exit codes, bad input, databases that are not ours, SIGKILL mid-run, concurrent
 writers, a full disk, injected faults, merge, import, replay, the live progress line, and every
-query of reports/queries/. Not the unit tests (harness/*_test.c).
+query of reports/queries/. Not the unit tests (harness/*/*_test.c).
 
 usage: cli_test.py --tbecheck PATH --source DIR --work DIR TEST
 Each TEST runs in a fresh DIR/TEST; exit 0 pass, 1 fail, 77 skip (gpu: no GPU here).

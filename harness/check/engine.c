@@ -682,7 +682,7 @@ const char *eng_python(void)
 static void eng_start_oracle(eng_ctx *x)
 {
   char *argv[] = {(char *)eng_python(),
-                  TBE_SOURCE_DIR "/harness/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
+                  TBE_SOURCE_DIR "/harness/check/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
   char greeting[256];
   tbe_status s = worker_start(argv, &x->oracle, greeting, sizeof greeting);
   if (s.code != TBE_OK) {
