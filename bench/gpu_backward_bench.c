@@ -18,6 +18,7 @@
 #include "bounds.h"
 #include "case.h"
 #include "engine.h"
+#include "engine_ref.h"
 #include "gen.h"
 #include "tbe_gpu.h"
 

@@ -1,7 +1,6 @@
-/* engine.c: the ref, gpu and oracle engines, each producing named outputs from a pristine batch,
- * the checks that hold every output to its baseline, and the reference backward's runners that
- * export.c shares. Not the metrics (compare.c), not the database (db.c), not the oracle itself
- * (ref/oracle/; eng_oracle.py drives it).
+/* engine.c: the engines' table and lifetime, and the checks that hold every output of every
+ * engine to its baseline. Not the engines themselves (engine_ref.c, engine_gpu.c,
+ * engine_oracle.c), not the metrics (compare.c), not the database (store/db.c).
  *
  * To add an output: push it in the engine that computes it (eng_push_float, eng_push_int) on a
  * path, name it in that engine's `produces` list (engines that do not name it get an
@@ -12,51 +11,16 @@
  */
 #include "engine.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "bounds.h"
-#include "export.h"
+#include "engine_internal.h"
+#include "engine_ref.h"
 #include "forward.h"
 #include "forward_small.h"
-#include "npy.h"
-#include "worker.h"
-
-#define ENG_MAX_OUT 8
-#define ENG_ORACLE_MAX_BYTES (INT64_C(256) << 20) /* inputs the oracle may be handed via /tmp */
-
-/* How an element index of an output maps to coordinates (eng_coordinates). */
-typedef enum {
-  COORD_POOLED,   /* pooled output: (t, b, d) through the layout's bag_out */
-  COORD_UNPOOLED, /* pooling NONE: [N, D] -> (p, d) */
-  COORD_POSITION, /* one element per index: p */
-  COORD_BAG,      /* offsets: one element per bag, plus the last offset */
-  COORD_VECTOR,   /* a short vector (warnings, offender): i */
-  COORD_WEIGHT,   /* weights: (table, row, d) through table_offset */
-  COORD_ROW       /* momentum: one element per row of every table: (table, row) */
-} eng_coord;
-
-typedef struct {
-  const char *name, *path;
-  eng_coord coord;
-  int is_int;          /* integer values of itype, else floating values of dtype */
-  tbe_dtype dtype;
-  tbe_itype itype;
-  void *data;          /* owned copy */
-  int64_t n;
-  unsigned char *small; /* [T], owned, or NULL: features whose elements (pooled) the engine
-                         * computed on the small-table path: those are on path ENG_SMALL_PATH,
-                         * the others on `path` */
-  char fault[160];     /* what the engine saw wrong with it (guard regions, a rerun), or "" */
-} eng_output;
-
-#define ENG_SMALL_PATH "forward.small"
 
 /* How an output is held to its baseline. */
 typedef enum {
@@ -95,41 +59,9 @@ static const struct {
   {"backward.atomic", "momentum", 0, ENG_BOUND},
 };
 
-/* One engine's run on one case. */
-typedef struct {
-  eng_status status;   /* ENG_PASS: it ran; ERROR, SKIP, UNSUPPORTED: it produced nothing */
-  char reason[320];    /* why it produced nothing */
-  char stopped[320];   /* "" or the FATAL bounds check's message: why there is no "output" */
-  double ms;
-  eng_output out[ENG_MAX_OUT];
-  int n_out;
-} eng_run;
-
-typedef struct {
-  const char *canon;
-  tbe_bounds_mode mode;
-  const gpu_fwd_config *cfg;
-  const gen_bwd *bwd; /* the backward's configuration and inputs, or NULL: forward only */
-} eng_job;
-
-struct eng_ctx {
-  eng_options opt;
-  char unavailable[ENG_COUNT][256]; /* "" when the engine can run */
-  char gpu_desc[256];
-  worker *oracle;
-  char oracle_tmp[256];             /* temporary directory of the oracle's exports */
-  char oracle_case[300];            /* oracle_tmp/case */
-};
-
 typedef void (*eng_fn)(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
                        eng_run *r);
 
-static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                        eng_run *r);
-static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                        eng_run *r);
-static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                           eng_run *r);
 static int eng_produces(eng_id e, const char *name);
 
 static const char *const eng_all_outputs[] = {"output", "indices", "offsets", "warnings",
@@ -238,473 +170,12 @@ tbe_status eng_parse_fault(const char *spec, eng_options *o)
   return tbe_ok();
 }
 
-/* ---- outputs ---- */
-
-static size_t eng_elem_size(const eng_output *o)
-{
-  return o->is_int ? tbe_itype_size(o->itype) : tbe_dtype_size(o->dtype);
-}
-
-/* Appends a copy of n elements of data as output `name`. */
-static tbe_status eng_push(eng_run *r, const eng_output *proto, const void *data)
-{
-  if (r->n_out == ENG_MAX_OUT)
-    return tbe_error(TBE_EINTERNAL, "outputs", -1, "more than %d outputs", ENG_MAX_OUT);
-  eng_output *o = &r->out[r->n_out];
-  *o = *proto;
-  o->small = NULL;
-  size_t bytes = tbe_mul_size((size_t)o->n, eng_elem_size(o));
-  o->data = malloc(bytes ? bytes : 1);
-  if (!o->data)
-    return tbe_error(TBE_ENOMEM, o->name, -1, "cannot copy %zu bytes of %s", bytes, o->name);
-  if (bytes)
-    memcpy(o->data, data, bytes);
-  r->n_out++;
-  return tbe_ok();
-}
-
-static tbe_status eng_push_float(eng_run *r, const char *name, const char *path, eng_coord coord,
-                                 tbe_dtype t, const void *data, int64_t n)
-{
-  eng_output o = {.name = name, .path = path, .coord = coord, .dtype = t, .n = n};
-  return eng_push(r, &o, data);
-}
-
-static tbe_status eng_push_int(eng_run *r, const char *name, const char *path, eng_coord coord,
-                               tbe_itype t, const void *data, int64_t n)
-{
-  eng_output o = {.name = name, .path = path, .coord = coord, .is_int = 1, .itype = t, .n = n};
-  return eng_push(r, &o, data);
-}
-
-/* Pushes the forward's output on path "forward": l->out_elems values of b->out_dtype; with
- * small (NULL: none), a copy of the [T] flags of the features computed on the small-table path,
- * when any is set. */
-static tbe_status eng_push_output(eng_run *r, const tbe_batch *b, const tbe_layout *l,
-                                  const void *data, const unsigned char *small)
-{
-  tbe_status s = eng_push_float(r, "output", "forward",
-                                b->pool == TBE_POOL_NONE ? COORD_UNPOOLED : COORD_POOLED,
-                                b->out_dtype, data, l->out_elems);
-  int any = 0;
-  for (int32_t t = 0; small && t < b->T; t++)
-    any |= small[t];
-  if (s.code != TBE_OK || !any)
-    return s;
-  eng_output *o = &r->out[r->n_out - 1];
-  if (!(o->small = malloc((size_t)b->T)))
-    return tbe_error(TBE_ENOMEM, "output", -1, "cannot copy %d small-table flags", b->T);
-  memcpy(o->small, small, (size_t)b->T);
-  return s;
-}
-
-static const eng_output *eng_find(const eng_run *r, const char *name)
-{
-  for (int i = 0; i < r->n_out; i++)
-    if (!strcmp(r->out[i].name, name))
-      return &r->out[i];
-  return NULL;
-}
-
 static int eng_produces(eng_id e, const char *name)
 {
   for (const char *const *p = eng_table[e].produces; *p; p++)
     if (!strcmp(*p, name))
       return 1;
   return 0;
-}
-
-static void eng_run_free(eng_run *r)
-{
-  for (int i = 0; i < r->n_out; i++) {
-    free(r->out[i].data);
-    free(r->out[i].small);
-  }
-  r->n_out = 0;
-}
-
-/* Marks the run as having produced nothing, for the reason given by s. */
-static void eng_fail_run(eng_run *r, eng_status st, tbe_status s)
-{
-  eng_run_free(r);
-  r->status = st;
-  snprintf(r->reason, sizeof r->reason, "%s: %s", tbe_code_name(s.code), s.message);
-}
-
-/* The bounds check's outputs: repaired indices and offsets, the warning counter, and for a
- * FATAL stop the offender: (feature, bag) for an offset offender, (feature, bag, position,
- * value) for an index offender (TBE_SEMANTICS.md section 2 leaves an offset offender's position
- * and value to the implementation). */
-static tbe_status eng_push_bounds(eng_run *r, const char *path, tbe_itype t, const void *indices,
-                                  int64_t N, const void *offsets, int64_t total_B,
-                                  int64_t warnings, tbe_status bounds)
-{
-  tbe_status s = eng_push_int(r, "indices", path, COORD_POSITION, t, indices, N);
-  if (s.code == TBE_OK)
-    s = eng_push_int(r, "offsets", path, COORD_BAG, t, offsets, total_B + 1);
-  if (s.code == TBE_OK)
-    s = eng_push_int(r, "warnings", path, COORD_VECTOR, TBE_I64, &warnings, 1);
-  if (s.code == TBE_OK && bounds.code == TBE_EBOUNDS) {
-    int64_t who[4] = {bounds.feature, bounds.bag, bounds.position, bounds.value};
-    int index_offender = !strcmp(bounds.field, "indices");
-    s = eng_push_int(r, "offender", path, COORD_VECTOR, TBE_I64, who, index_offender ? 4 : 2);
-    snprintf(r->stopped, sizeof r->stopped, "its FATAL bounds check stopped the call: %s",
-             bounds.message);
-  }
-  return s;
-}
-
-/* The backward's outputs: the updated weights and (Adagrad) momentum, on path "backward", or
- * "backward.atomic" where the combine order is free, and the per-sample-weight gradients
- * (weighted batches; their order is always normative). */
-static tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bwd_config *cfg,
-                                    const void *weights, const float *momentum,
-                                    const float *psw_grad)
-{
-  int atomic = cfg->combine == REF_COMBINE_ATOMIC;
-  const char *path = atomic ? "backward.atomic" : "backward";
-  tbe_status s = eng_push_float(r, "weights", path, COORD_WEIGHT, b->wdtype, weights,
-                                b->table_offset[b->num_tables]);
-  if (s.code == TBE_OK && momentum)
-    s = eng_push_float(r, "momentum", path, COORD_ROW, TBE_FP32, momentum, ref_bwd_rows(b));
-  if (s.code == TBE_OK && psw_grad)
-    s = eng_push_float(r, "psw_grad", "backward", COORD_POSITION, TBE_FP32, psw_grad, b->N);
-  return s;
-}
-
-tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
-                                void **weights, float **momentum, float **psw_grad)
-{
-  int64_t rows = ref_bwd_rows(b);
-  size_t wbytes = tbe_mul_size((size_t)b->table_offset[b->num_tables], tbe_dtype_size(b->wdtype));
-  void *w = malloc(wbytes + 1);
-  float *m = bwd->momentum ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(float))) : NULL;
-  float *psw = b->per_sample_weights ? malloc(tbe_mul_size((size_t)b->N + 1, sizeof(float)))
-                                     : NULL;
-  tbe_status s = tbe_ok();
-  if (!w || (bwd->momentum && !m) || (b->per_sample_weights && !psw))
-    s = tbe_error(TBE_ENOMEM, "backward", -1, "cannot allocate the backward's outputs");
-  if (s.code == TBE_OK) {
-    void *keep = b->weights;
-    memcpy(w, keep, wbytes);
-    if (m)
-      memcpy(m, bwd->momentum, sizeof(float) * (size_t)rows);
-    b->weights = w;
-    s = ref_backward(b, l, bwd->cfg, bwd->grad_output, m, psw, NULL);
-    b->weights = keep;
-  }
-  if (s.code != TBE_OK) {
-    free(w);
-    free(m);
-    free(psw);
-    w = m = psw = NULL;
-  }
-  *weights = w;
-  *momentum = m;
-  *psw_grad = psw;
-  return s;
-}
-
-tbe_status eng_ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
-                                  double **w_exact, double **w_bound, double **m_exact,
-                                  double **m_bound)
-{
-  int64_t n = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
-  int m = bwd->momentum != NULL;
-  double *we = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
-  double *wb = malloc(tbe_mul_size((size_t)n + 1, sizeof(double)));
-  double *me = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
-  double *mb = m ? malloc(tbe_mul_size((size_t)rows + 1, sizeof(double))) : NULL;
-  tbe_status s = tbe_ok();
-  if (!we || !wb || (m && (!me || !mb)))
-    s = tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate the exact twin of %lld weights",
-                  (long long)n);
-  if (s.code == TBE_OK)
-    s = ref_backward_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we, wb, me, mb);
-  if (s.code != TBE_OK) {
-    free(we);
-    free(wb);
-    free(me);
-    free(mb);
-    we = wb = me = mb = NULL;
-  }
-  *w_exact = we;
-  *w_bound = wb;
-  *m_exact = me;
-  *m_bound = mb;
-  return s;
-}
-
-/* ref_backward on the bounds-checked batch b (which stays pristine), pushed as
- * eng_push_backward says. */
-static tbe_status eng_push_ref_backward(eng_run *r, tbe_batch *b, const tbe_layout *l,
-                                   const gen_bwd *bwd)
-{
-  void *w;
-  float *m, *psw;
-  tbe_status s = eng_ref_backward_run(b, l, bwd, &w, &m, &psw);
-  if (s.code == TBE_OK)
-    s = eng_push_backward(r, b, bwd->cfg, w, m, psw);
-  free(w);
-  free(m);
-  free(psw);
-  return s;
-}
-
-/* ---- the reference ---- */
-
-static void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                        eng_run *r)
-{
-  (void)x;
-  int64_t warnings = 0;
-  size_t bytes = tbe_mul_size((size_t)l->out_elems, tbe_dtype_size(b->out_dtype));
-  void *out = malloc(bytes ? bytes : 1);
-  if (!out) {
-    eng_fail_run(r, ENG_ERROR, tbe_error(TBE_ENOMEM, "output", -1, "cannot allocate %zu bytes",
-                                         bytes));
-    return;
-  }
-  memset(out, 0xFF, bytes); /* NaN in every dtype: an element the forward never writes fails */
-  double t0 = eng_now_ms();
-  tbe_status bounds = ref_bounds_check(b, l, j->mode, &warnings);
-  tbe_status s = bounds.code == TBE_OK ? ref_forward(b, l, out) : tbe_ok();
-  r->ms = eng_now_ms() - t0;
-  if (bounds.code != TBE_OK && bounds.code != TBE_EBOUNDS)
-    s = bounds;
-  if (s.code == TBE_OK)
-    s = eng_push_bounds(r, "bounds", b->itype, b->indices, b->N, b->offsets, l->total_B,
-                        warnings, bounds);
-  if (s.code == TBE_OK && bounds.code == TBE_OK)
-    s = eng_push_output(r, b, l, out, NULL);
-  if (s.code == TBE_OK && bounds.code == TBE_OK && j->bwd)
-    s = eng_push_ref_backward(r, b, l, j->bwd);
-  free(out);
-  if (s.code != TBE_OK)
-    eng_fail_run(r, ENG_ERROR, s);
-}
-
-/* ---- the GPU ---- */
-
-/* The GPU forward: its bounds outputs, and its output with the features the GPU itself put on
- * the small-table path (gpu_fwd_result.small_mask; the harness never recomputes that choice). */
-static void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                        eng_run *r)
-{
-  gpu_fwd_result g;
-  gpu_bwd_result gb;
-  const gen_bwd *bwd = j->bwd;
-  gpu_bwd_config gcfg = {.long_mode = (gpu_long_mode)(bwd ? bwd->gpu_long : 0),
-                         .no_bucket = bwd ? bwd->gpu_no_bucket : 0,
-                         .short_width = bwd ? bwd->gpu_width : 0,
-                         .long_width = bwd ? bwd->gpu_width : 0,
-                         .grid = bwd ? bwd->gpu_grid : 0,
-                         .order = (gpu_chunk_order)(bwd ? bwd->gpu_order : 0),
-                         .noise = bwd ? bwd->gpu_noise : 0,
-                         .delay = bwd ? bwd->gpu_delay : 0};
-  tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
-                                bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g,
-                                &gb);
-  if (s.code != TBE_OK) {
-    eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
-    x->opt.gpu.fwd_free(&g);
-    x->opt.gpu.bwd_free(&gb);
-    return;
-  }
-  r->ms = g.ms + gb.stats.ms;
-  s = eng_push_bounds(r, j->cfg->fused_bounds ? "bounds.fused" : "bounds", b->itype, g.indices,
-                      b->N, g.offsets, l->total_B, g.warnings, g.bounds);
-  if (s.code == TBE_OK && g.bounds.code == TBE_OK) {
-    s = eng_push_output(r, b, l, g.out, g.small_mask);
-    if (s.code == TBE_OK && g.guard_errors)
-      snprintf(r->out[r->n_out - 1].fault, sizeof r->out[0].fault,
-               "%d bytes written outside the output (guard regions)", g.guard_errors);
-  }
-  if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
-    s = eng_push_backward(r, b, bwd->cfg, gb.weights, gb.momentum, gb.psw_grad);
-  /* on the output, or without one (FATAL) on the last bounds output */
-  eng_output *o = s.code == TBE_OK && r->n_out ? (eng_output *)eng_find(r, "output") : NULL;
-  if (!o && s.code == TBE_OK && r->n_out)
-    o = &r->out[r->n_out - 1];
-  if (o && g.rerun_diffs && !o->fault[0])
-    snprintf(o->fault, sizeof o->fault,
-             "%lld elements differ in a second run over another poison: unwritten, or not "
-             "deterministic", (long long)g.rerun_diffs);
-  x->opt.gpu.fwd_free(&g);
-  x->opt.gpu.bwd_free(&gb);
-  if (s.code != TBE_OK)
-    eng_fail_run(r, ENG_ERROR, s);
-}
-
-/* ---- the NumPy oracle, through its worker ---- */
-
-/* Removes the files in dir (not subdirectories); the directory stays. */
-static void eng_clear_dir(const char *dir)
-{
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  char path[600];
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.' && snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
-                                   (int)sizeof path)
-      unlink(path);
-  closedir(d);
-}
-
-/* Reads dir/name.npy, which must hold n elements of type want. */
-static tbe_status eng_read_npy(const char *dir, const char *name, npy_dtype want, int64_t n,
-                               npy_array *a)
-{
-  char path[600];
-  snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-  tbe_status s = npy_read(path, a);
-  if (s.code == TBE_OK && (a->dtype != want || a->count != n)) {
-    s = tbe_error(TBE_EINVAL, name, -1, "%s holds %lld x %s, expected %lld x %s", path,
-                  (long long)a->count, npy_dtype_descr(a->dtype), (long long)n,
-                  npy_dtype_descr(want));
-    npy_free(a);
-  }
-  return s;
-}
-
-static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd)
-{
-  int64_t isz = (int64_t)tbe_itype_size(b->itype);
-  int64_t bytes = b->table_offset[b->num_tables] * (int64_t)tbe_dtype_size(b->wdtype) +
-                  (b->N + l->total_B + 1) * isz + (b->per_sample_weights ? b->N * 4 : 0);
-  if (bwd)
-    bytes += l->out_elems * (int64_t)tbe_dtype_size(b->out_dtype) +
-             (bwd->momentum ? ref_bwd_rows(b) * 4 : 0);
-  return bytes;
-}
-
-/* Reads the worker's backward outputs (oracle_weights, oracle_momentum, oracle_psw_grad). */
-static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const gen_bwd *bwd,
-                                      eng_run *r)
-{
-  npy_dtype wt = b->wdtype == TBE_FP32 ? NPY_F4 : b->wdtype == TBE_FP16 ? NPY_F2 : NPY_U2;
-  npy_array w = {0}, m = {0}, p = {0};
-  tbe_status s = eng_read_npy(dir, "oracle_weights", wt, b->table_offset[b->num_tables], &w);
-  if (s.code == TBE_OK && bwd->momentum)
-    s = eng_read_npy(dir, "oracle_momentum", NPY_F4, ref_bwd_rows(b), &m);
-  if (s.code == TBE_OK && b->per_sample_weights)
-    s = eng_read_npy(dir, "oracle_psw_grad", NPY_F4, b->N, &p);
-  if (s.code == TBE_OK) {
-    ref_bwd_config cfg = *bwd->cfg;
-    /* the oracle adds partials in ascending order (in fp64 in atomic mode), as ref does: its
-     * bits are ref's */
-    cfg.combine = REF_COMBINE_DETERMINISTIC;
-    s = eng_push_backward(r, b, &cfg, w.data, m.data, p.data);
-  }
-  npy_free(&w);
-  npy_free(&m);
-  npy_free(&p);
-  return s;
-}
-
-/* Reads what the worker wrote for the case in dir into r. */
-static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const tbe_layout *l,
-                                     const gen_bwd *bwd, eng_run *r)
-{
-  npy_dtype it = b->itype == TBE_I32 ? NPY_I4 : NPY_I8;
-  npy_dtype ot = b->out_dtype == TBE_FP32 ? NPY_F4 : b->out_dtype == TBE_FP16 ? NPY_F2 : NPY_U2;
-  npy_array st = {0}, idx = {0}, off = {0}, out = {0};
-  tbe_status s = eng_read_npy(dir, "oracle_status", NPY_I8, 7, &st);
-  if (s.code == TBE_OK)
-    s = eng_read_npy(dir, "oracle_indices", it, b->N, &idx);
-  if (s.code == TBE_OK)
-    s = eng_read_npy(dir, "oracle_offsets", it, l->total_B + 1, &off);
-  if (s.code == TBE_OK) {
-    /* stopped, index offender, feature, bag, position, value, warnings */
-    const int64_t *v = st.data;
-    tbe_status bounds = tbe_ok();
-    if (v[0]) {
-      bounds = tbe_error(TBE_EBOUNDS, v[1] ? "indices" : "offsets", v[4],
-                         "the oracle names feature %lld, bag %lld, position %lld, value %lld",
-                         (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5]);
-      bounds.feature = v[2];
-      bounds.bag = v[3];
-      bounds.value = v[5];
-    }
-    s = eng_push_bounds(r, "bounds", b->itype, idx.data, b->N, off.data, l->total_B, v[6],
-                        bounds);
-    if (s.code == TBE_OK && !v[0])
-      s = eng_read_npy(dir, "oracle_output", ot, l->out_elems, &out);
-    if (s.code == TBE_OK && !v[0])
-      s = eng_push_output(r, b, l, out.data, NULL);
-    if (s.code == TBE_OK && !v[0] && bwd)
-      s = eng_oracle_backward(dir, b, bwd, r);
-  }
-  npy_free(&st);
-  npy_free(&idx);
-  npy_free(&off);
-  npy_free(&out);
-  return s;
-}
-
-static void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                           eng_run *r)
-{
-  int64_t bytes = eng_batch_bytes(b, l, j->bwd);
-  if (bytes > ENG_ORACLE_MAX_BYTES) {
-    r->status = ENG_UNSUPPORTED;
-    snprintf(r->reason, sizeof r->reason,
-             "inputs of %lld MiB exceed the oracle's %lld MiB (they travel through files)",
-             (long long)(bytes >> 20), (long long)(ENG_ORACLE_MAX_BYTES >> 20));
-    return;
-  }
-  eng_clear_dir(x->oracle_case);
-  double t0 = eng_now_ms();
-  tbe_status s = export_batch_bwd(b, j->canon, j->mode, j->bwd, x->oracle_case);
-  char reply[512];
-  if (s.code == TBE_OK)
-    s = worker_ask(x->oracle, x->oracle_case, reply, sizeof reply);
-  if (s.code == TBE_OK && strcmp(reply, "done") != 0)
-    s = tbe_error(TBE_EINTERNAL, "oracle", -1, "%s",
-                  strncmp(reply, "error: ", 7) ? reply : reply + 7);
-  if (s.code == TBE_OK)
-    s = eng_oracle_outputs(x->oracle_case, b, l, j->bwd, r);
-  r->ms = eng_now_ms() - t0;
-  if (s.code != TBE_OK)
-    eng_fail_run(r, ENG_ERROR, s);
-}
-
-/* ---- opening and closing ---- */
-
-const char *eng_python(void)
-{
-  const char *python = getenv("TBECHECK_PYTHON");
-  return python && *python ? python : TBE_PYTHON;
-}
-
-static void eng_start_oracle(eng_ctx *x)
-{
-  char *argv[] = {(char *)eng_python(),
-                  TBE_SOURCE_DIR "/harness/check/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
-  char greeting[256];
-  tbe_status s = worker_start(argv, &x->oracle, greeting, sizeof greeting);
-  if (s.code != TBE_OK) {
-    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0], "%s", s.message);
-    return;
-  }
-  if (strcmp(greeting, "ready") != 0) {
-    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0], "%s", greeting);
-    worker_stop(x->oracle);
-    x->oracle = NULL;
-    return;
-  }
-  const char *tmp = getenv("TMPDIR");
-  snprintf(x->oracle_tmp, sizeof x->oracle_tmp, "%s/tbecheck-oracle-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(x->oracle_tmp)) {
-    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0],
-             "cannot create a temporary directory %.100s: %s", x->oracle_tmp, strerror(errno));
-    x->oracle_tmp[0] = '\0';
-    return;
-  }
-  snprintf(x->oracle_case, sizeof x->oracle_case, "%s/case", x->oracle_tmp);
 }
 
 tbe_status eng_open(const eng_options *opt, eng_ctx **out)
@@ -741,12 +212,7 @@ void eng_close(eng_ctx *x)
 {
   if (!x)
     return;
-  worker_stop(x->oracle);
-  if (x->oracle_tmp[0]) {
-    eng_clear_dir(x->oracle_case);
-    rmdir(x->oracle_case);
-    rmdir(x->oracle_tmp);
-  }
+  eng_stop_oracle(x);
   free(x);
 }
 
@@ -1432,3 +898,4 @@ int eng_case_failed(const eng_case_result *r)
       return 1;
   return 0;
 }
+

@@ -163,19 +163,6 @@ void eng_case_result_free(eng_case_result *r);
 tbe_status eng_add_check(eng_case_result *res, eng_id e, const char *baseline, const char *path,
                          const char *output, cmp_metric m, eng_check **out);
 
-/* The reference's backward for bwd on the bounds-checked batch b, on copies of its weights and
- * momentum (b is left as it was): on success *weights (in b's weight dtype), *momentum
- * (with bwd->momentum, else NULL) and *psw_grad (weighted, else NULL) are malloc'd results; on
- * failure (ref_backward's, or TBE_ENOMEM) all are NULL. */
-tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
-                                void **weights, float **momentum, float **psw_grad);
-
-/* ref_backward_exact for bwd on the bounds-checked batch b: malloc'd exact values and bounds
- * of the weights and, with bwd->momentum, of the momentum (else NULL). All NULL on failure. */
-tbe_status eng_ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
-                                  double **w_exact, double **w_bound, double **m_exact,
-                                  double **m_bound);
-
 /* 1 if any check of r is a fail or an error. */
 int eng_case_failed(const eng_case_result *r);
 

@@ -25,6 +25,7 @@
 #include "bounds.h"
 #include "db.h"
 #include "engine.h"
+#include "engine_ref.h"
 #include "forward.h"
 #include "prng.h"
 #include "runinfo.h"

@@ -370,3 +370,10 @@ tbe_status npy_read(const char *path, npy_array *out)
   }
   return s;
 }
+
+npy_dtype npy_of_float(tbe_dtype t)
+{
+  return t == TBE_FP32 ? NPY_F4 : t == TBE_FP16 ? NPY_F2 : NPY_U2;
+}
+
+npy_dtype npy_of_index(tbe_itype t) { return t == TBE_I32 ? NPY_I4 : NPY_I8; }

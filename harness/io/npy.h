@@ -31,6 +31,11 @@ typedef struct {
   void *data;       /* count elements; never NULL, even when count == 0 */
 } npy_array;
 
+/* The dtype a tensor of weight or output dtype t travels as ('<f4', '<f2', bf16 bits '<u2'),
+ * and that of indices and offsets of itype t ('<i4', '<i8'). */
+npy_dtype npy_of_float(tbe_dtype t);
+npy_dtype npy_of_index(tbe_itype t);
+
 /* The dtype's descr string ('<f4'...) and element size in bytes. */
 const char *npy_dtype_descr(npy_dtype t);
 size_t npy_dtype_size(npy_dtype t);

@@ -1,23 +1,11 @@
-/* export.h: writes a case's generated inputs and the reference's results as .npy files plus a
- * manifest.json, the bridge to the NumPy oracle (ref/oracle/). Not the importer (import.h),
- * which reads such inputs back into a tbe_batch.
+/* export.h: `tbecheck export`: a case's inputs as io/batch_files.h writes them, and beside them
+ * the reference's results, for the NumPy oracle's own cross-check (ref/oracle/check.py) and
+ * for users. Not the importer (import.h), which reads such inputs back into a tbe_batch.
  *
- * A case directory holds (dtypes per TBE_SEMANTICS.md section 1; 16-bit floats as bits):
- *   weights.npy            [table_offset[num_tables]]  '<f4' fp32, '<f2' fp16, '<u2' bf16 bits
- *   table_offset.npy       [num_tables + 1] '<i8'
- *   E.npy                  [num_tables] '<i8'
- *   D.npy                  [num_tables] '<i4'
- *   feature_table_map.npy  [T] '<i4'
- *   B_vbe.npy              [T, R] '<i4' (VBE only)
- *   indices.npy            [N] '<i4' or '<i8', as generated (before the bounds check)
- *   offsets.npy            [total_B + 1] same dtype as indices, as generated
- *   per_sample_weights.npy [N] '<f4' (weighted only)
+ * Besides batch_files.h's files, a case directory holds:
  *   ref_indices.npy, ref_offsets.npy  after ref_bounds_check (repaired; unchanged in FATAL/NONE)
  *   ref_output.npy         [out_elems] in the output dtype, only when the reference succeeded
- * and when the case runs the backward (opt is not none):
- *   grad_output.npy        [out_elems] in the output dtype (an input)
- *   momentum.npy           [rows] '<f4', rows = sum of E, at rows_cumsum[table] + row (an input;
- *                          rowwise_adagrad only)
+ * and when the case runs the backward (opt is not none), when the bounds check let it through:
  *   ref_weights.npy        [table_offset[num_tables]] the weights after ref_backward, in the
  *                          weight dtype as weights.npy
  *   ref_momentum.npy       [rows] '<f4' after ref_backward (rowwise_adagrad only)
@@ -25,8 +13,7 @@
  *   ref_weights_exact.npy, ref_weights_bound.npy, ref_momentum_exact.npy,
  *   ref_momentum_bound.npy '<f8', ref_backward_exact's value and bound per element
  *                          (bwd.combine=atomic only; momentum ones with rowwise_adagrad)
- *   (the ref_ outputs only when the bounds check let the call through)
- *   manifest.json          one flat JSON object; see export_case
+ * and the manifest gains the reference's facts (see export_case).
  */
 #ifndef HARNESS_EXPORT_H
 #define HARNESS_EXPORT_H
@@ -35,15 +22,12 @@
 #include "tbe.h"
 
 /* Parses and generates case_text, creates dir (and missing parents), and writes the files
- * above. manifest.json holds: case (canonical text), num_tables, T, B, R, wdtype, out_dtype,
- * itype, pool, weighted (0/1), bounds (mode name), N, total_B, out_elems, ref_status ("ok" or
+ * above. manifest.json holds batch_files.h's keys and ref_status ("ok" or
  * tbe_code_name of the reference's failure), ref_warnings (the bounds-check counter), and
  * when ref_status is not "ok", ref_message; for a bounds-check failure also ref_feature,
- * ref_bag, ref_position, ref_value (the offender, tbe_status's fields). With the backward also:
- * opt, lr, eps, wd, lambda, clip (0: off), sr, step, seed (the Philox key), bwd_threshold,
- * bwd_chunk, bwd_combine, rows, and ref_backward ("ok", "not run" when the bounds check
- * stopped the call, or tbe_code_name of its failure) with ref_backward_message when it failed;
- * the fp32 numbers are written exactly (17 significant digits).
+ * ref_bag, ref_position, ref_value (the offender, tbe_status's fields). With the backward also
+ * ref_backward ("ok", "not run" when the bounds check stopped the call, or tbe_code_name of its
+ * failure) with ref_backward_message when it failed.
  * A failure of the reference is recorded, not returned; the return value reports failures of
  * the export itself (a case that does not parse, TBE_EIO for files, TBE_ENOMEM). */
 tbe_status export_case(const char *case_text, const char *dir);

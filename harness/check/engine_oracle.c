@@ -1,0 +1,198 @@
+/* engine_oracle.c: the oracle engine: a batch's inputs written as .npy files, the NumPy
+ * oracle's worker (eng_oracle.py) asked to run them, its outputs read back. Not the oracle.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backward.h"
+#include "batch_files.h"
+#include "engine_internal.h"
+#include "npy.h"
+
+#define ENG_ORACLE_MAX_BYTES (INT64_C(256) << 20) /* inputs the oracle may be handed via /tmp */
+
+
+/* Removes the files in dir (not subdirectories); the directory stays. */
+static void eng_clear_dir(const char *dir)
+{
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  char path[600];
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.' && snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
+                                   (int)sizeof path)
+      unlink(path);
+  closedir(d);
+}
+
+/* Reads dir/name.npy, which must hold n elements of type want. */
+static tbe_status eng_read_npy(const char *dir, const char *name, npy_dtype want, int64_t n,
+                               npy_array *a)
+{
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+  tbe_status s = npy_read(path, a);
+  if (s.code == TBE_OK && (a->dtype != want || a->count != n)) {
+    s = tbe_error(TBE_EINVAL, name, -1, "%s holds %lld x %s, expected %lld x %s", path,
+                  (long long)a->count, npy_dtype_descr(a->dtype), (long long)n,
+                  npy_dtype_descr(want));
+    npy_free(a);
+  }
+  return s;
+}
+
+static int64_t eng_batch_bytes(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd)
+{
+  int64_t isz = (int64_t)tbe_itype_size(b->itype);
+  int64_t bytes = b->table_offset[b->num_tables] * (int64_t)tbe_dtype_size(b->wdtype) +
+                  (b->N + l->total_B + 1) * isz + (b->per_sample_weights ? b->N * 4 : 0);
+  if (bwd)
+    bytes += l->out_elems * (int64_t)tbe_dtype_size(b->out_dtype) +
+             (bwd->momentum ? ref_bwd_rows(b) * 4 : 0);
+  return bytes;
+}
+
+/* Reads the worker's backward outputs (oracle_weights, oracle_momentum, oracle_psw_grad). */
+static tbe_status eng_oracle_backward(const char *dir, const tbe_batch *b, const gen_bwd *bwd,
+                                      eng_run *r)
+{
+  npy_dtype wt = npy_of_float(b->wdtype);
+  npy_array w = {0}, m = {0}, p = {0};
+  tbe_status s = eng_read_npy(dir, "oracle_weights", wt, b->table_offset[b->num_tables], &w);
+  if (s.code == TBE_OK && bwd->momentum)
+    s = eng_read_npy(dir, "oracle_momentum", NPY_F4, ref_bwd_rows(b), &m);
+  if (s.code == TBE_OK && b->per_sample_weights)
+    s = eng_read_npy(dir, "oracle_psw_grad", NPY_F4, b->N, &p);
+  if (s.code == TBE_OK) {
+    ref_bwd_config cfg = *bwd->cfg;
+    /* the oracle adds partials in ascending order (in fp64 in atomic mode), as ref does: its
+     * bits are ref's */
+    cfg.combine = REF_COMBINE_DETERMINISTIC;
+    s = eng_push_backward(r, b, &cfg, w.data, m.data, p.data);
+  }
+  npy_free(&w);
+  npy_free(&m);
+  npy_free(&p);
+  return s;
+}
+
+/* Reads what the worker wrote for the case in dir into r. */
+static tbe_status eng_oracle_outputs(const char *dir, const tbe_batch *b, const tbe_layout *l,
+                                     const gen_bwd *bwd, eng_run *r)
+{
+  npy_dtype it = npy_of_index(b->itype), ot = npy_of_float(b->out_dtype);
+  npy_array st = {0}, idx = {0}, off = {0}, out = {0};
+  tbe_status s = eng_read_npy(dir, "oracle_status", NPY_I8, 7, &st);
+  if (s.code == TBE_OK)
+    s = eng_read_npy(dir, "oracle_indices", it, b->N, &idx);
+  if (s.code == TBE_OK)
+    s = eng_read_npy(dir, "oracle_offsets", it, l->total_B + 1, &off);
+  if (s.code == TBE_OK) {
+    /* stopped, index offender, feature, bag, position, value, warnings */
+    const int64_t *v = st.data;
+    tbe_status bounds = tbe_ok();
+    if (v[0]) {
+      bounds = tbe_error(TBE_EBOUNDS, v[1] ? "indices" : "offsets", v[4],
+                         "the oracle names feature %lld, bag %lld, position %lld, value %lld",
+                         (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5]);
+      bounds.feature = v[2];
+      bounds.bag = v[3];
+      bounds.value = v[5];
+    }
+    s = eng_push_bounds(r, "bounds", b->itype, idx.data, b->N, off.data, l->total_B, v[6],
+                        bounds);
+    if (s.code == TBE_OK && !v[0])
+      s = eng_read_npy(dir, "oracle_output", ot, l->out_elems, &out);
+    if (s.code == TBE_OK && !v[0])
+      s = eng_push_output(r, b, l, out.data, NULL);
+    if (s.code == TBE_OK && !v[0] && bwd)
+      s = eng_oracle_backward(dir, b, bwd, r);
+  }
+  npy_free(&st);
+  npy_free(&idx);
+  npy_free(&off);
+  npy_free(&out);
+  return s;
+}
+
+void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j, eng_run *r)
+{
+  int64_t bytes = eng_batch_bytes(b, l, j->bwd);
+  if (bytes > ENG_ORACLE_MAX_BYTES) {
+    r->status = ENG_UNSUPPORTED;
+    snprintf(r->reason, sizeof r->reason,
+             "inputs of %lld MiB exceed the oracle's %lld MiB (they travel through files)",
+             (long long)(bytes >> 20), (long long)(ENG_ORACLE_MAX_BYTES >> 20));
+    return;
+  }
+  eng_clear_dir(x->oracle_case);
+  double t0 = eng_now_ms();
+  /* the inputs alone: the worker computes everything else, and the checks hold its outputs to
+   * the reference's run of this case */
+  tbe_status s = batch_files_inputs(x->oracle_case, b, l, j->bwd);
+  if (s.code == TBE_OK)
+    s = batch_files_manifest(x->oracle_case, j->canon, b, l, j->mode, j->bwd, NULL);
+  char reply[512];
+  if (s.code == TBE_OK)
+    s = worker_ask(x->oracle, x->oracle_case, reply, sizeof reply);
+  if (s.code == TBE_OK && strcmp(reply, "done") != 0)
+    s = tbe_error(TBE_EINTERNAL, "oracle", -1, "%s",
+                  strncmp(reply, "error: ", 7) ? reply : reply + 7);
+  if (s.code == TBE_OK)
+    s = eng_oracle_outputs(x->oracle_case, b, l, j->bwd, r);
+  r->ms = eng_now_ms() - t0;
+  if (s.code != TBE_OK)
+    eng_fail_run(r, ENG_ERROR, s);
+}
+
+const char *eng_python(void)
+{
+  const char *python = getenv("TBECHECK_PYTHON");
+  return python && *python ? python : TBE_PYTHON;
+}
+
+void eng_start_oracle(eng_ctx *x)
+{
+  char *argv[] = {(char *)eng_python(),
+                  TBE_SOURCE_DIR "/harness/check/eng_oracle.py", TBE_SOURCE_DIR "/ref/oracle", NULL};
+  char greeting[256];
+  tbe_status s = worker_start(argv, &x->oracle, greeting, sizeof greeting);
+  if (s.code != TBE_OK) {
+    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0], "%s", s.message);
+    return;
+  }
+  if (strcmp(greeting, "ready") != 0) {
+    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0], "%s", greeting);
+    worker_stop(x->oracle);
+    x->oracle = NULL;
+    return;
+  }
+  const char *tmp = getenv("TMPDIR");
+  snprintf(x->oracle_tmp, sizeof x->oracle_tmp, "%s/tbecheck-oracle-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(x->oracle_tmp)) {
+    snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0],
+             "cannot create a temporary directory %.100s: %s", x->oracle_tmp, strerror(errno));
+    x->oracle_tmp[0] = '\0';
+    return;
+  }
+  snprintf(x->oracle_case, sizeof x->oracle_case, "%s/case", x->oracle_tmp);
+}
+
+void eng_stop_oracle(eng_ctx *x)
+{
+  worker_stop(x->oracle);
+  x->oracle = NULL;
+  if (x->oracle_tmp[0]) {
+    eng_clear_dir(x->oracle_case);
+    rmdir(x->oracle_case);
+    rmdir(x->oracle_tmp);
+    x->oracle_tmp[0] = '\0';
+  }
+}
