@@ -85,10 +85,11 @@ static int64_t scan_row(const tbe_batch *b, const tbe_layout *l, const ref_bwd_c
           sl++;
           continue;
         }
-        float *acc = sl < cfg->threshold ? g : part;
+        int long_run = ref_bwd_is_long(cfg, sl);
+        float *acc = long_run ? part : g;
         for (int32_t d = 0; d < D; d++)
           acc[d] = acc[d] + r[d];
-        if (sl >= cfg->threshold && (++k % cfg->chunk == 0 || k == sl)) {
+        if (long_run && (++k % cfg->chunk == 0 || k == sl)) {
           for (int32_t d = 0; d < D; d++) {
             g[d] = k <= cfg->chunk ? part[d] : g[d] + part[d];
             part[d] = 0.0f;

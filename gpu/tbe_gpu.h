@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "backward.h"
+#include "run_config.h"
 #include "tbe.h"
 
 #ifdef __cplusplus
@@ -17,16 +18,6 @@ extern "C" {
  * TBE_ENODEV with the reason in the message when there is none (no driver, no device, or a
  * build without CUDA). */
 tbe_status gpu_probe(char *desc, size_t n);
-
-/* How the forward runs (case keys fwd.bags, fwd.width, fwd.small, fused_bounds). Zero values
- * mean the default policy. None of these changes the generic path's bits. */
-typedef enum { GPU_SMALL_AUTO = 0, GPU_SMALL_ON = 1, GPU_SMALL_OFF = 2 } gpu_small_mode;
-typedef struct {
-  int bags;             /* bags per program: 0 (policy), 1, 2 or 4 */
-  int width;            /* gather width, rows in flight: 0 (policy), 4 or 8 */
-  int fused_bounds;     /* 1: indices are checked and repaired inside the forward kernels */
-  gpu_small_mode small; /* small-table tensor-core path for eligible features */
-} gpu_fwd_config;
 
 /* What one GPU forward produced, copied back to the host (malloc'd; gpu_fwd_result_free). */
 typedef struct {
@@ -67,36 +58,6 @@ tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode, const gpu_f
 /* Copies the last forward's results back (r->ms is that forward's time). */
 tbe_status gpu_session_results(gpu_session *s, gpu_fwd_result *r);
 void gpu_session_close(gpu_session *s);
-
-/* How the backward runs (case keys bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order,
- * bwd.noise, bwd.delay); the numerics-changing knobs (threshold, chunk, combine) are
- * ref_bwd_config's. Zero values mean the defaults. No bit of any result depends on these: grid,
- * order, noise and delay only change the schedule (which group runs which chunk program, and
- * when), which is what `tbecheck race` varies. */
-typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
-typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
-#define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
-#define GPU_MAX_DELAY 100000 /* the longest bwd.delay, ns */
-typedef struct {
-  gpu_long_mode long_mode; /* long runs: accum + apply (default: faster on the published
-                              workload and the hot row, bench/RESULTS.md), or fused fence +
-                              countdown */
-  int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
-  int short_width;         /* entries in flight per group on short runs: 0 (policy: 2), 2 or 4 */
-  int long_width;          /* the same for the chunks of long runs (policy: 2) */
-  int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
-                              chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
-                              fewer blocks make each group loop over several chunk programs */
-  gpu_chunk_order order;   /* which chunk program the i-th group slot takes: ascending, descending,
-                              or a fixed pseudo-random permutation keyed by the case seed */
-  int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
-                              backward, for a bounded time, on its own scratch buffer */
-  int delay;               /* 0..GPU_MAX_DELAY ns: each chunk program sleeps a pseudo-random
-                              time below it (a hash of the program, the case seed and the
-                              launch) between summing its part and publishing the partial, so a
-                              countdown or read that overtakes a partial's store is seen (the
-                              deterministic workspace starts each launch as NaN); 0: none */
-} gpu_bwd_config;
 
 /* A backward's times (CUDA events) and what its runs looked like (read back after it). */
 typedef struct {

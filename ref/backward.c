@@ -134,12 +134,14 @@ void ref_bwd_work_free(ref_bwd_work *w)
   memset(w, 0, sizeof *w);
 }
 
+int ref_bwd_is_long(const ref_bwd_config *c, int64_t sl) { return sl >= c->threshold; }
+
 void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part)
 {
-  if (w->tr.run_start[r + 1] - w->tr.run_start[r] < w->cfg->threshold)
-    ref_bwd_short_grad(w, r, D, g);
-  else
+  if (ref_bwd_is_long(w->cfg, w->tr.run_start[r + 1] - w->tr.run_start[r]))
     ref_bwd_long_grad(w, r, D, g, part);
+  else
+    ref_bwd_short_grad(w, r, D, g);
 }
 
 /* psw_grad[p] for every position: the lane dot of the bag's G row with the row's weights before
@@ -243,7 +245,7 @@ tbe_status ref_backward(tbe_batch *b, const tbe_layout *l, const ref_bwd_config 
   stats->runs = runs;
   for (int64_t r = 0; r < runs; r++) {
     int64_t sl = w.tr.run_start[r + 1] - w.tr.run_start[r];
-    stats->long_runs += sl >= cfg->threshold;
+    stats->long_runs += ref_bwd_is_long(cfg, sl);
     stats->max_sl = sl > stats->max_sl ? sl : stats->max_sl;
   }
   if (cfg->opt.kind == REF_OPT_NONE || runs == 0) {

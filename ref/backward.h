@@ -31,6 +31,11 @@ typedef struct {
  * threshold and chunk 256, deterministic combine. */
 void ref_bwd_config_default(ref_bwd_config *c);
 
+/* 1 if a run of sl entries is long under c (SL >= threshold: summed in chunks, ref/SEMANTICS.md
+ * 4), else 0: the one place that says which tier a run takes, for the reference, the GPU's
+ * classification's twin, the campaign's cost model and the benches. */
+int ref_bwd_is_long(const ref_bwd_config *c, int64_t sl);
+
 /* Rows of all tables together (sum of E): the length of the momentum array. */
 int64_t ref_bwd_rows(const tbe_batch *b);
 

@@ -13,7 +13,7 @@
 int64_t ref_bwd_chunks(const ref_bwd_work *w, int64_t r)
 {
   int64_t sl = w->tr.run_start[r + 1] - w->tr.run_start[r];
-  return sl < w->cfg->threshold ? 1 : (sl + w->cfg->chunk - 1) / w->cfg->chunk;
+  return ref_bwd_is_long(w->cfg, sl) ? (sl + w->cfg->chunk - 1) / w->cfg->chunk : 1;
 }
 
 void ref_bwd_long_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, float *part)

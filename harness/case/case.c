@@ -612,8 +612,8 @@ static tbe_status parse_value(parse_state *ps, slice v)
     *(ps->key == K_VBE         ? &c->vbe
       : ps->key == K_WEIGHTED  ? &c->weighted
       : ps->key == K_SR        ? &c->knobs.bwd.opt.sr
-      : ps->key == K_BWD_NOISE ? &c->knobs.bwd_noise
-                               : &c->knobs.fused_bounds) = (int)x;
+      : ps->key == K_BWD_NOISE ? &c->knobs.gpu_bwd.noise
+                               : &c->knobs.fwd.fused_bounds) = (int)x;
     return tbe_ok();
   case K_E:
     return parse_spec(ps, v, 1, CASE_MAX_ROWS,
@@ -671,13 +671,13 @@ static tbe_status parse_value(parse_state *ps, slice v)
       r = NUM_RANGE;
     if (r != NUM_OK)
       return fail_int(ps, v, r, bags ? "1, 2 or 4" : "4 or 8");
-    *(bags ? &c->knobs.fwd_bags : &c->knobs.fwd_width) = (int)x;
+    *(bags ? &c->knobs.fwd.bags : &c->knobs.fwd.width) = (int)x;
     return tbe_ok();
   }
   case K_FWD_SMALL:
     if ((w = parse_word(v, small_words, 3)) < 0)
       return fail_word(ps, v, small_words, 3);
-    c->knobs.fwd_small = (case_small_mode)w;
+    c->knobs.fwd.small = (gpu_small_mode)w;
     return tbe_ok();
   case K_OPT:
     if ((w = parse_word(v, opt_words, 3)) < 0)
@@ -697,12 +697,12 @@ static tbe_status parse_value(parse_state *ps, slice v)
   case K_BWD_LONG:
     if ((w = parse_word(v, long_words, 2)) < 0)
       return fail_word(ps, v, long_words, 2);
-    c->knobs.bwd_long = w;
+    c->knobs.gpu_bwd.long_mode = (gpu_long_mode)w;
     return tbe_ok();
   case K_BWD_BUCKET:
     if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
       return fail_int(ps, v, r, "0 or 1");
-    c->knobs.bwd_no_bucket = x == 0;
+    c->knobs.gpu_bwd.no_bucket = x == 0;
     return tbe_ok();
   case K_BWD_WIDTH:
     r = parse_int(v, 2, 4, &x);
@@ -710,22 +710,22 @@ static tbe_status parse_value(parse_state *ps, slice v)
       r = NUM_RANGE;
     if (r != NUM_OK)
       return fail_int(ps, v, r, "2 or 4");
-    c->knobs.bwd_width = (int)x;
+    c->knobs.gpu_bwd.short_width = c->knobs.gpu_bwd.long_width = (int)x;
     return tbe_ok();
   case K_BWD_GRID:
-    if ((r = parse_int(v, 1, CASE_MAX_GRID, &x)) != NUM_OK)
+    if ((r = parse_int(v, 1, GPU_MAX_GRID, &x)) != NUM_OK)
       return fail_int(ps, v, r, "an integer 1..65535 (leave bwd.grid out for the policy)");
-    c->knobs.bwd_grid = (int)x;
+    c->knobs.gpu_bwd.grid = (int)x;
     return tbe_ok();
   case K_BWD_DELAY:
-    if ((r = parse_int(v, 0, CASE_MAX_DELAY, &x)) != NUM_OK)
+    if ((r = parse_int(v, 0, GPU_MAX_DELAY, &x)) != NUM_OK)
       return fail_int(ps, v, r, "an integer 0..100000 (nanoseconds)");
-    c->knobs.bwd_delay = (int)x;
+    c->knobs.gpu_bwd.delay = (int)x;
     return tbe_ok();
   case K_BWD_ORDER:
     if ((w = parse_word(v, order_words, 3)) < 0)
       return fail_word(ps, v, order_words, 3);
-    c->knobs.bwd_order = w;
+    c->knobs.gpu_bwd.order = (gpu_chunk_order)w;
     return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
@@ -854,7 +854,7 @@ static tbe_status check_knobs(parse_state *ps)
 {
   tbe_case *c = ps->c;
   ref_opt_config *o = &c->knobs.bwd.opt;
-  if (c->knobs.fused_bounds && c->bounds == TBE_BOUNDS_NONE)
+  if (c->knobs.fwd.fused_bounds && c->bounds == TBE_BOUNDS_NONE)
     return FAIL(ps, K_FUSED_BOUNDS, "fused_bounds=1 fuses the bounds check into the forward, "
                 "but bounds=none has no bounds check");
   static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
@@ -1072,11 +1072,11 @@ static void sb_int(sbuf *s, key_id k, int64_t v, int64_t dflt)
 
 static void format_knobs(sbuf *s, const tbe_knobs *k)
 {
-  sb_int(s, K_FWD_BAGS, k->fwd_bags, 0);
-  sb_int(s, K_FWD_WIDTH, k->fwd_width, 0);
-  if (k->fwd_small != CASE_SMALL_AUTO)
-    sb_word(s, K_FWD_SMALL, small_words[k->fwd_small]);
-  sb_int(s, K_FUSED_BOUNDS, k->fused_bounds, 0);
+  sb_int(s, K_FWD_BAGS, k->fwd.bags, 0);
+  sb_int(s, K_FWD_WIDTH, k->fwd.width, 0);
+  if (k->fwd.small != GPU_SMALL_AUTO)
+    sb_word(s, K_FWD_SMALL, small_words[k->fwd.small]);
+  sb_int(s, K_FUSED_BOUNDS, k->fwd.fused_bounds, 0);
   const ref_bwd_config *b = &k->bwd;
   if (b->opt.kind == REF_OPT_NONE)
     return;
@@ -1095,15 +1095,16 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   sb_int(s, K_BWD_CHUNK, b->chunk, d.chunk);
   if (b->combine != REF_COMBINE_DETERMINISTIC)
     sb_word(s, K_BWD_COMBINE, combine_words[b->combine]);
-  if (k->bwd_long)
-    sb_word(s, K_BWD_LONG, long_words[k->bwd_long]);
-  sb_int(s, K_BWD_BUCKET, !k->bwd_no_bucket, 1);
-  sb_int(s, K_BWD_WIDTH, k->bwd_width, 0);
-  sb_int(s, K_BWD_GRID, k->bwd_grid, 0);
-  if (k->bwd_order)
-    sb_word(s, K_BWD_ORDER, order_words[k->bwd_order]);
-  sb_int(s, K_BWD_NOISE, k->bwd_noise, 0);
-  sb_int(s, K_BWD_DELAY, k->bwd_delay, 0);
+  const gpu_bwd_config *g = &k->gpu_bwd;
+  if (g->long_mode)
+    sb_word(s, K_BWD_LONG, long_words[g->long_mode]);
+  sb_int(s, K_BWD_BUCKET, !g->no_bucket, 1);
+  sb_int(s, K_BWD_WIDTH, g->short_width, 0);
+  sb_int(s, K_BWD_GRID, g->grid, 0);
+  if (g->order)
+    sb_word(s, K_BWD_ORDER, order_words[g->order]);
+  sb_int(s, K_BWD_NOISE, g->noise, 0);
+  sb_int(s, K_BWD_DELAY, g->delay, 0);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1230,12 +1231,13 @@ static int spec_equal(const case_spec *a, const case_spec *b)
 static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
 {
   const ref_bwd_config *x = &a->bwd, *y = &b->bwd;
-  return a->fwd_bags == b->fwd_bags && a->fwd_width == b->fwd_width &&
-         a->fwd_small == b->fwd_small && a->fused_bounds == b->fused_bounds &&
-         a->bwd_long == b->bwd_long && a->bwd_no_bucket == b->bwd_no_bucket &&
-         a->bwd_width == b->bwd_width && a->bwd_grid == b->bwd_grid &&
-         a->bwd_order == b->bwd_order && a->bwd_noise == b->bwd_noise &&
-         a->bwd_delay == b->bwd_delay &&
+  const gpu_fwd_config *f = &a->fwd, *g = &b->fwd;
+  const gpu_bwd_config *p = &a->gpu_bwd, *q = &b->gpu_bwd;
+  return f->bags == g->bags && f->width == g->width && f->small == g->small &&
+         f->fused_bounds == g->fused_bounds && p->long_mode == q->long_mode &&
+         p->no_bucket == q->no_bucket && p->short_width == q->short_width &&
+         p->long_width == q->long_width && p->grid == q->grid && p->order == q->order &&
+         p->noise == q->noise && p->delay == q->delay &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "backward.h"
+#include "run_config.h"
 #include "tbe.h"
 
 typedef struct tbe_case tbe_case; /* defined in case.c; fields reached through the calls below */
@@ -33,26 +34,15 @@ int case_equal(const tbe_case *a, const tbe_case *b);
 tbe_bounds_mode case_bounds(const tbe_case *c);
 uint64_t case_seed(const tbe_case *c);
 
-/* The small-table path of the GPU forward (same values as gpu_small_mode). */
-typedef enum { CASE_SMALL_AUTO = 0, CASE_SMALL_ON = 1, CASE_SMALL_OFF = 2 } case_small_mode;
-
 /* The knobs of a case that choose how engines run, not what the batch holds: the GPU forward's
- * configuration (zero values mean "the default policy") and the backward. */
+ * configuration and the GPU backward's (zero values mean "the default policy"; bwd.width sets
+ * both widths of gpu_bwd), and the backward's numerics. */
 typedef struct {
-  int fwd_bags;              /* fwd.bags: bags per program, 0 (policy), 1, 2 or 4 */
-  int fwd_width;             /* fwd.width: rows in flight, 0 (policy), 4 or 8 */
-  case_small_mode fwd_small; /* fwd.small */
-  int fused_bounds;          /* fused_bounds: 1 checks indices inside the forward kernels */
-  int bwd_long;              /* bwd.long: 0 accum, 1 fused (fence + countdown) (gpu_long_mode) */
-  int bwd_no_bucket;         /* bwd.bucket=0: no dimension bucketing of short runs */
-  int bwd_width;             /* bwd.width: entries in flight per group, 0 (policy), 2 or 4 */
-  int bwd_grid;              /* bwd.grid: chunk kernel blocks, 0 (policy) or 1..65535 */
-  int bwd_order;             /* bwd.order: 0 asc, 1 desc, 2 shuffle (gpu_chunk_order) */
-  int bwd_noise;             /* bwd.noise: 1 runs a noise kernel beside the backward */
-  int bwd_delay;             /* bwd.delay: 0..100000 ns, chunk programs sleep below it before
-                                publishing their partial; 0 none */
-  ref_bwd_config bwd;        /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
-                              * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
+  gpu_fwd_config fwd;     /* fwd.bags, fwd.width, fwd.small, fused_bounds */
+  gpu_bwd_config gpu_bwd; /* bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order, bwd.noise,
+                           * bwd.delay */
+  ref_bwd_config bwd;     /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
+                           * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
 } tbe_knobs;
 
 /* The case's knobs (valid as long as the case). */

@@ -130,12 +130,14 @@ static void test_canonical(void)
   tbe_case *c = NULL;
   case_parse("opt=sgd bwd.grid=7 bwd.order=desc bwd.noise=1 bwd.delay=500", &c);
   const tbe_knobs *k = c ? case_knobs(c) : NULL;
-  CHECK(k && k->bwd_grid == 7 && k->bwd_order == 1 && k->bwd_noise == 1 && k->bwd_delay == 500,
+  CHECK(k && k->gpu_bwd.grid == 7 && k->gpu_bwd.order == 1 && k->gpu_bwd.noise == 1 &&
+            k->gpu_bwd.delay == 500,
         "schedule knobs");
   case_free(c);
   case_parse("opt=sgd", &c);
   k = c ? case_knobs(c) : NULL;
-  CHECK(k && k->bwd_grid == 0 && k->bwd_order == 0 && k->bwd_noise == 0 && k->bwd_delay == 0,
+  CHECK(k && k->gpu_bwd.grid == 0 && k->gpu_bwd.order == 0 && k->gpu_bwd.noise == 0 &&
+            k->gpu_bwd.delay == 0,
         "schedule knobs' defaults (today's schedule)");
   case_free(c);
 }
@@ -234,8 +236,8 @@ static void test_format_truncation(void)
              "seed=12345678901", &c);
   const tbe_knobs *k = case_knobs(c);
   const ref_bwd_config *b = &k->bwd;
-  CHECK(k->fwd_bags == 4 && k->fwd_width == 0 && k->fwd_small == CASE_SMALL_ON &&
-            !k->fused_bounds, "forward knobs");
+  CHECK(k->fwd.bags == 4 && k->fwd.width == 0 && k->fwd.small == GPU_SMALL_ON &&
+            !k->fwd.fused_bounds, "forward knobs");
   CHECK(b->opt.kind == REF_OPT_ROWWISE_ADAGRAD && b->opt.lr == 0.5f && b->opt.eps == 0.25f &&
             b->opt.wd == REF_WD_L2 && b->opt.lambda == 0.125f && b->clip == 3.0f &&
             b->opt.sr == 1 && b->opt.step == 7 && b->threshold == 5 && b->chunk == 6 &&

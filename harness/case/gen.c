@@ -688,13 +688,7 @@ tbe_status gen_case(const tbe_case *c, tbe_batch *b, gen_bwd *bwd)
     bwd->cfg = cfg;
     bwd->grad_output = grad;
     bwd->momentum = momentum;
-    bwd->gpu_long = case_knobs(c)->bwd_long;
-    bwd->gpu_no_bucket = case_knobs(c)->bwd_no_bucket;
-    bwd->gpu_width = case_knobs(c)->bwd_width;
-    bwd->gpu_grid = case_knobs(c)->bwd_grid;
-    bwd->gpu_order = case_knobs(c)->bwd_order;
-    bwd->gpu_noise = case_knobs(c)->bwd_noise;
-    bwd->gpu_delay = case_knobs(c)->bwd_delay;
+    bwd->gpu = &case_knobs(c)->gpu_bwd;
   }
   if (s.code != TBE_OK)
     gen_case_free(b, bwd);

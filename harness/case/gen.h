@@ -24,10 +24,7 @@ typedef struct {
   const ref_bwd_config *cfg; /* cfg->opt.kind != REF_OPT_NONE */
   const void *grad_output;   /* [out_elems] in the output dtype */
   const float *momentum;     /* [rows] (rowwise_adagrad), else NULL */
-  int gpu_long, gpu_no_bucket, gpu_width; /* how the GPU engine runs it: bwd.long,
-                                            bwd.bucket=0, bwd.width */
-  int gpu_grid, gpu_order, gpu_noise,     /* its schedule: bwd.grid, bwd.order, bwd.noise, */
-      gpu_delay;                          /* bwd.delay */
+  const gpu_bwd_config *gpu; /* how the GPU engine runs it (the case's knobs) */
 } gen_bwd;
 
 /* Generates case c: the batch into *b (validated) and, when the case has an optimizer, its
@@ -106,7 +103,5 @@ struct tbe_case {
 #define CASE_MAX_COUNT INT64_C(2147483647) /* B, L values and corruption counts */
 #define CASE_MAX_SL (INT64_C(1) << 40)
 #define CASE_MAX_ALPHA 100.0
-#define CASE_MAX_GRID 65535 /* bwd.grid (GPU_MAX_GRID) */
-#define CASE_MAX_DELAY 100000 /* bwd.delay, ns (GPU_MAX_DELAY) */
 
 #endif

@@ -451,7 +451,7 @@ static void test_random_small_cases(void)
           (unsigned long long)i, text);
     if (!c)
       continue;
-    CHECK(case_knobs(c)->fwd_small == CASE_SMALL_ON, "'%s' does not ask for the small path", text);
+    CHECK(case_knobs(c)->fwd.small == GPU_SMALL_ON, "'%s' does not ask for the small path", text);
     case_free(c);
     if (!make(text, &b))
       continue;

@@ -875,8 +875,7 @@ tbe_status eng_run_case(eng_ctx *x, const tbe_case *c, const char *canon, eng_ca
     eng_run runs[ENG_COUNT] = {[ENG_REF] = failed};
     return eng_checks(x, r, runs, NULL, NULL, NULL, 0);
   }
-  gpu_fwd_config cfg = {k->fwd_bags, k->fwd_width, k->fused_bounds, (gpu_small_mode)k->fwd_small};
-  s = eng_run_batch(x, &b, canon, case_bounds(c), &cfg, bwd.cfg ? &bwd : NULL, r);
+  s = eng_run_batch(x, &b, canon, case_bounds(c), &k->fwd, bwd.cfg ? &bwd : NULL, r);
   gen_case_free(&b, &bwd);
   return s;
 }

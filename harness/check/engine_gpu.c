@@ -13,17 +13,10 @@ void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j
   gpu_fwd_result g;
   gpu_bwd_result gb;
   const gen_bwd *bwd = j->bwd;
-  gpu_bwd_config gcfg = {.long_mode = (gpu_long_mode)(bwd ? bwd->gpu_long : 0),
-                         .no_bucket = bwd ? bwd->gpu_no_bucket : 0,
-                         .short_width = bwd ? bwd->gpu_width : 0,
-                         .long_width = bwd ? bwd->gpu_width : 0,
-                         .grid = bwd ? bwd->gpu_grid : 0,
-                         .order = (gpu_chunk_order)(bwd ? bwd->gpu_order : 0),
-                         .noise = bwd ? bwd->gpu_noise : 0,
-                         .delay = bwd ? bwd->gpu_delay : 0};
-  tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL, &gcfg,
-                                bwd ? bwd->grad_output : NULL, bwd ? bwd->momentum : NULL, &g,
-                                &gb);
+  static const gpu_bwd_config no_bwd; /* forward only: the backward's knobs are not read */
+  tbe_status s = x->opt.gpu.run(b, l, j->mode, j->cfg, bwd ? bwd->cfg : NULL,
+                                bwd ? bwd->gpu : &no_bwd, bwd ? bwd->grad_output : NULL,
+                                bwd ? bwd->momentum : NULL, &g, &gb);
   if (s.code != TBE_OK) {
     eng_fail_run(r, s.code == TBE_ENODEV ? ENG_SKIP : ENG_ERROR, s);
     x->opt.gpu.fwd_free(&g);

@@ -263,7 +263,7 @@ double fuzz_cost_ms(const tbe_case *c, unsigned engines)
   for (int32_t i = 0; i < c->num_hot; i++)
     run = fmax(run, (double)c->hot[i].sl);
   double chunk = (double)bwd->chunk;
-  double steps = run < (double)bwd->threshold ? run : run / chunk + chunk;
+  double steps = ref_bwd_is_long(bwd, (int64_t)run) ? run / chunk + chunk : run;
   return ms + COST_BWD_LOOKUP_MS * N + COST_STEP_MS * steps;
 }
 

@@ -340,8 +340,9 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
 {
   gpu_session *s = NULL;
   const gen_bwd *bwd = &r->bwd;
-  gpu_bwd_config gc = {.long_mode = (gpu_long_mode)bwd->gpu_long, .no_bucket = bwd->gpu_no_bucket,
-                       .short_width = bwd->gpu_width, .long_width = bwd->gpu_width};
+  gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the schedule */
+  gc.grid = gc.noise = gc.delay = 0;
+  gc.order = GPU_ORDER_ASC;
   const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO};
   uint64_t *hash = malloc(sizeof *hash * (size_t)launches);
   tbe_status st = hash ? gpu_session_open(&r->b, &r->l, &s)

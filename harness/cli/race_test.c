@@ -43,7 +43,7 @@ static void test_cycle(void)
     race_variant(k, &grid, &order, &noise, &delay);
     const int g = value_index(grids, &ng, grid), dl = value_index(delays, &nd, delay);
     CHECK(order >= 0 && order < 3 && (noise == 0 || noise == 1) && grid >= 0 && delay >= 0 &&
-              delay <= CASE_MAX_DELAY, "launch %d", k);
+              delay <= GPU_MAX_DELAY, "launch %d", k);
     nonzero += delay > 0;
     if (g < 5 && dl < 7)
       seen[((g * 3 + order) * 2 + noise) * 7 + dl]++;
@@ -70,7 +70,7 @@ static void test_draws(void)
     if (s.code != TBE_OK)
       continue;
     const tbe_knobs *k = case_knobs(c);
-    CHECK(k->bwd_long == 1 && k->bwd.combine == REF_COMBINE_DETERMINISTIC &&
+    CHECK(k->gpu_bwd.long_mode == GPU_LONG_FUSED && k->bwd.combine == REF_COMBINE_DETERMINISTIC &&
               k->bwd.opt.kind != REF_OPT_NONE && k->bwd.chunk <= 32 && k->bwd.threshold <= 64,
           "draw '%s' is not a fused deterministic race", text);
     CHECK(c->num_hot >= 1 && c->hot[0].sl >= k->bwd.threshold &&
