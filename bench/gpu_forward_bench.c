@@ -15,6 +15,7 @@
 #include "bench_db.h"
 #include "bounds.h"
 #include "case.h"
+#include "gen.h"
 #include "compare.h"
 #include "forward.h"
 #include "forward_small.h"

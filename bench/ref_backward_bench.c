@@ -27,6 +27,7 @@
 
 #include "backward.h"
 #include "case.h"
+#include "gen.h"
 
 #define BENCH_CASE                                                                           \
   "T=32 B=%d E=100000 D=128 L=20 dist=zipf:0.9 hot=0:0:%d wdtype=fp16 idx=int32 bounds=none " \

@@ -18,6 +18,7 @@
 
 #include "bench_db.h"
 #include "case.h"
+#include "gen.h"
 #include "forward.h"
 #include "half.h"
 #include "tbe.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "case.h"
+#include "gen.h"
 #include "engine.h"
 #include "tbe_gpu.h"
 

@@ -81,6 +81,7 @@
 #include <sys/stat.h>
 
 #include "footprint.h"
+#include "case_private.h"
 #include "gen.h"
 
 /* ------------------------------------------------------------------ keys and defaults */

@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "case.h"
+#include "case_random.h"
+#include "case_private.h"
 #include "gen.h"
 #include "prng.h"
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "case.h"
+#include "case_random.h"
 #include "prng.h"
 #include "test_util.h"
 

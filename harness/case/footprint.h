@@ -32,4 +32,11 @@ typedef struct {
  * an upper estimate for fixed shapes, and an expectation for drawn ones. */
 void footprint_case(const tbe_case *c, int with_gpu, footprint *f);
 
+/* An upper estimate, in milliseconds on a loaded 2-core x86 host, of running case c through the
+ * reference and, as asked, the gpu and oracle engines: what the fuzz campaign plans its budget
+ * with. A case starts only if this (scaled by how much slower than estimated cases have run so
+ * far) fits the time left plus a grace of 1 s; a draw that does not is redrawn with fewer
+ * edges, or skipped, and reported. The shrinker stops before a candidate that does not fit. */
+double footprint_cost_ms(const tbe_case *c, int with_gpu, int with_oracle);
+
 #endif

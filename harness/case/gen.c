@@ -25,6 +25,7 @@
 
 #include "case.h"
 #include "detmath.h"
+#include "case_private.h"
 #include "gen.h"
 #include "prng.h"
 #include "speed.h"

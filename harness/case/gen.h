@@ -1,14 +1,8 @@
-/* gen.h: the generator's interface beyond case.h (a case's batch together with its backward's
- * inputs), then the fields of a parsed case, shared by the parser (case.c, case_random.c) and the
- * generator (gen.c). Not the case language's contract (case.h); code outside those three files
- * uses the first part only and reaches a case's fields through case.h.
+/* gen.h: the generator: a parsed case into its batch (case_generate) and its backward's inputs,
+ * together (gen_case). Not the case language (case.h) nor a case's fields (case_private.h).
  *
- * Invariant: a tbe_case built by case_parse is normalised, so two cases that format to the same
- * text have equal fields: T, R and num_tables are resolved; map always holds T entries; a list of
- * equal values is FIXED; a range a..a is FIXED; L=normal with sigma 0 is FIXED; hot entries are
- * sorted by (table, row); invalid_kind is PAST when invalid is 0; R is 1 unless vbe; the
- * backward's fields hold their defaults unless opt is set (lambda 0 unless wd is l2 or
- * decouple, step 0 unless sr=1), and lr, eps, lambda, clip are fp32 values.
+ * Invariant: generation is a pure function of the case: the same text gives the same bytes on
+ * every machine and for any thread count.
  */
 #ifndef HARNESS_GEN_H
 #define HARNESS_GEN_H
@@ -18,6 +12,20 @@
 #include "backward.h"
 #include "case.h"
 #include "tbe.h"
+
+/* Builds the batch (malloc'd arrays; free with tbe_batch_free). The result passes
+ * tbe_batch_validate. Returns TBE_ENOMEM if it does not fit. */
+tbe_status case_generate(const tbe_case *c, tbe_batch *b);
+
+/* Builds the backward's inputs for the batch b (as case_generate made it) with layout l:
+ * *grad_output gets l->out_elems values of b->out_dtype (16-bit types as bits), drawn like the
+ * weights (every value exact in the dtype, exponents spread so sums round); *momentum gets
+ * ref_bwd_rows(b) positive fp32 values, one per row of every table (drawn per row, so a wrong
+ * table or row offset reads a different value), when the optimizer is row-wise Adagrad, else
+ * NULL. Both malloc'd; a pure function of the case.
+ * Returns TBE_ENOMEM if they do not fit (nothing is left allocated then). */
+tbe_status case_generate_backward(const tbe_case *c, const tbe_batch *b, const tbe_layout *l,
+                                  void **grad_output, float **momentum);
 
 /* The backward's part of a case: its configuration and inputs. */
 typedef struct {
@@ -32,76 +40,5 @@ typedef struct {
  * On failure everything is freed. Release with gen_case_free. */
 tbe_status gen_case(const tbe_case *c, tbe_batch *b, gen_bwd *bwd);
 void gen_case_free(tbe_batch *b, gen_bwd *bwd);
-
-/* ---- the fields of a parsed case (case.c, case_random.c, gen.c only) ---- */
-
-typedef enum { CASE_FIXED, CASE_RANGE, CASE_LIST, CASE_NORMAL } case_spec_kind;
-
-/* A per-table, per-bag or per-(feature, rank) quantity: one value, a uniform range lo..hi, an
- * explicit list (count values), or a rounded normal(mu, sigma) clamped at 0 (L only). */
-typedef struct {
-  case_spec_kind kind;
-  int64_t lo, hi;
-  int64_t *list;
-  int64_t count;
-  double mu, sigma;
-} case_spec;
-
-typedef enum { CASE_DIST_UNIFORM, CASE_DIST_ZIPF } case_dist;
-typedef enum {
-  CASE_INVALID_PAST,
-  CASE_INVALID_NEGATIVE,
-  CASE_INVALID_PRUNED,
-  CASE_INVALID_MIX
-} case_invalid_kind;
-typedef enum {
-  CASE_CORRUPT_NEGATIVE,
-  CASE_CORRUPT_DECREASING,
-  CASE_CORRUPT_PAST_END,
-  CASE_CORRUPT_WRONG_LAST,
-  CASE_CORRUPT_KINDS
-} case_corrupt_kind;
-
-/* Row `row` of table `table` appears exactly `sl` times among the indices. */
-typedef struct {
-  int32_t table;
-  int64_t row;
-  int64_t sl;
-} case_hot;
-
-struct tbe_case {
-  int32_t T;
-  case_spec B;            /* FIXED; with vbe also RANGE, or LIST of T*R (feature-major) */
-  int32_t R;
-  int vbe;
-  case_spec E, D;         /* FIXED, RANGE or LIST of num_tables */
-  int32_t num_tables;
-  int32_t *map;           /* [T] feature_table_map */
-  case_spec L;            /* FIXED, RANGE or NORMAL */
-  case_dist dist;
-  double alpha;           /* zipf exponent, > 0 */
-  case_hot *hot;          /* [num_hot], sorted by (table, row) */
-  int32_t num_hot;
-  tbe_dtype wdtype, out;
-  tbe_itype idx;
-  tbe_pool pool;
-  int weighted;
-  double invalid;         /* fraction of non-hot positions given an invalid index */
-  case_invalid_kind invalid_kind;
-  int64_t corrupt[CASE_CORRUPT_KINDS]; /* offsets corrupted per kind, 0 = none */
-  tbe_bounds_mode bounds;
-  tbe_knobs knobs;        /* knobs.bwd.opt.seed always equals seed */
-  uint64_t seed;
-};
-
-/* Limits of the language (parse rejects values outside them). */
-#define CASE_MAX_T 4096
-#define CASE_MAX_R 1024
-#define CASE_MAX_TABLES 4096
-#define CASE_MAX_HOT 64
-#define CASE_MAX_ROWS (INT64_C(1) << 40)
-#define CASE_MAX_COUNT INT64_C(2147483647) /* B, L values and corruption counts */
-#define CASE_MAX_SL (INT64_C(1) << 40)
-#define CASE_MAX_ALPHA 100.0
 
 #endif

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "case.h"
+#include "case_random.h"
 #include "forward_small.h"
+#include "gen.h"
 #include "half.h"
 #include "test_util.h"
 

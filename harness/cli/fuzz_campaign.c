@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "case.h"
+#include "gen.h"
+#include "case_random.h"
 #include "db.h"
 #include "engine.h"
 #include "footprint.h"
@@ -204,68 +206,6 @@ int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
   return (int)len;
 }
 
-/* ---- what a case costs ---- */
-
-/* Upper estimates of one case's wall time, measured on a loaded 2-core x86 host over drawn cases
- * (SL 10^6 ones included; the NumPy oracle dominates those): a fixed cost per case (generation,
- * export, the oracle's round trip), the reference, exact twins and comparisons by the bytes
- * footprint.h says a run touches, the oracle by lookups (its backward several times slower per
- * lookup) plus one Python step per chunk of the longest run of one row; a case that FATAL stops
- * at the bounds check (a corruption, or some ten invalid indices expected) costs the oracle
- * only its bounds check. */
-#define COST_CASE_MS 300.0
-#define COST_BYTE_MS 3e-6
-#define COST_CHECK_MS 2e-4
-#define COST_LOOKUP_MS 1.5e-3
-#define COST_BWD_LOOKUP_MS 5e-3
-#define COST_STEP_MS 0.02
-
-/* The fewest rows table j can have. */
-static double min_rows(const tbe_case *c, int32_t j)
-{
-  return (double)(c->E.kind == CASE_LIST ? c->E.list[j] : c->E.lo);
-}
-
-/* The expected share of table j's lookups that its hottest drawn row gets: twice the uniform
- * share, or zipf's row 0, 1 / H(E, alpha), with H bounded below by its integral. */
-static double top_share(const tbe_case *c, int32_t j)
-{
-  double E = min_rows(c, j), a = c->alpha;
-  if (c->dist == CASE_DIST_UNIFORM)
-    return E > 2 ? 2 / E : 1;
-  double h = fabs(a - 1) < 1e-9 ? log(E + 1) : (pow(E + 1, 1 - a) - 1) / (1 - a);
-  return h > 1 ? 1 / h : 1;
-}
-
-double fuzz_cost_ms(const tbe_case *c, unsigned engines)
-{
-  footprint f;
-  footprint_case(c, (engines >> ENG_GPU) & 1u, &f);
-  double ms = COST_CASE_MS + COST_BYTE_MS * (double)f.host;
-  if (!(engines & (1u << ENG_ORACLE)))
-    return ms;
-  double N = 0, run = 0; /* lookups; the longest run of one row */
-  for (int32_t j = 0; j < c->num_tables; j++) {
-    double n = footprint_lookups(c, j);
-    N += n;
-    run = fmax(run, n * top_share(c, j));
-  }
-  ms += COST_CHECK_MS * N; /* the oracle's bounds check */
-  int corrupt = 0;
-  for (int k = 0; k < CASE_CORRUPT_KINDS; k++)
-    corrupt |= c->corrupt[k] != 0;
-  if (c->bounds == TBE_BOUNDS_FATAL && /* it stops at the bounds check */
-      (corrupt || (c->invalid_kind != CASE_INVALID_PRUNED && c->invalid * N >= 10)))
-    return ms;
-  const ref_bwd_config *bwd = &c->knobs.bwd;
-  if (bwd->opt.kind == REF_OPT_NONE)
-    return ms + COST_LOOKUP_MS * N;
-  for (int32_t i = 0; i < c->num_hot; i++)
-    run = fmax(run, (double)c->hot[i].sl);
-  double chunk = (double)bwd->chunk;
-  double steps = ref_bwd_is_long(bwd, (int64_t)run) ? run / chunk + chunk : run;
-  return ms + COST_BWD_LOOKUP_MS * N + COST_STEP_MS * steps;
-}
 
 /* The campaign's clock: its end, and how much slower than estimated cases have run. */
 typedef struct {
@@ -278,7 +218,7 @@ typedef struct {
 /* The estimate of c on this machine, so far. */
 static double budget_cost(const budget *b, const tbe_case *c)
 {
-  return b->slow * fuzz_cost_ms(c, b->engines);
+  return b->slow * footprint_cost_ms(c, (b->engines >> ENG_GPU) & 1u, (b->engines >> ENG_ORACLE) & 1u);
 }
 
 /* 1 if c can start now and be done by the end (plus the grace). */
@@ -291,7 +231,7 @@ static int budget_fits(const budget *b, const tbe_case *c, double *est)
 /* Learns from a case run in ms. */
 static void budget_learn(budget *b, const tbe_case *c, double ms)
 {
-  double est = fuzz_cost_ms(c, b->engines);
+  double est = footprint_cost_ms(c, (b->engines >> ENG_GPU) & 1u, (b->engines >> ENG_ORACLE) & 1u);
   if (est >= 1000)
     b->slow = fmax(b->slow, ms / est);
 }

@@ -21,11 +21,5 @@ int fuzz_command(int argc, char **argv);
  * when the text does not parse or generate. Returns the length as snprintf does. */
 int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n);
 
-/* An upper estimate, in milliseconds on a loaded 2-core x86 host, of running case c through the
- * engines in mask `engines` (1u << eng_id, engine.h): what the campaign plans its budget with.
- * A case starts only if this (scaled by how much slower than estimated cases have run so far)
- * fits the time left plus a grace of 1 s; a draw that does not is redrawn with fewer edges, or
- * skipped, and reported. The shrinker stops before a candidate that does not fit. */
-double fuzz_cost_ms(const tbe_case *c, unsigned engines);
 
 #endif

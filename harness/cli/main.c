@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "case_random.h"
 #include "cli.h"
 #include "fuzz_campaign.h"
 #include "race.h"

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "case.h"
+#include "gen.h"
 #include "engine.h"
 #include "tbe.h"
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "case.h"
+#include "gen.h"
 #include "export.h"
 #include "import.h"
 #include "npy.h"
