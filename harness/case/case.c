@@ -2,7 +2,7 @@
  * its canonical text, compare cases, and read .cases files. Not the generator (gen.c).
  *
  * Invariant: case_parse either fails with TBE_EINVAL naming the offending key or returns a case
- * normalised as gen.h says, so case_format(c) is canonical and parsing it gives equal fields.
+ * normalised as case_private.h says, so case_format(c) is canonical and parsing it gives equal fields.
  * Keys print in the order of key_names[], each only when it differs from its default.
  * Every number is read with explicit range checks: no atoi, no overflow on any input.
  *
@@ -82,7 +82,6 @@
 
 #include "footprint.h"
 #include "case_private.h"
-#include "gen.h"
 
 /* ------------------------------------------------------------------ keys and defaults */
 

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine_internal.h"
+#include "engine_ctx.h"
+#include "engine_gpu.h"
+#include "engine_oracle.h"
 #include "engine_ref.h"
 #include "forward.h"
 #include "forward_small.h"
@@ -58,9 +60,6 @@ static const struct {
   {"backward.atomic", "weights", 0, ENG_BOUND},
   {"backward.atomic", "momentum", 0, ENG_BOUND},
 };
-
-typedef void (*eng_fn)(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j,
-                       eng_run *r);
 
 static int eng_produces(eng_id e, const char *name);
 

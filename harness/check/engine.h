@@ -169,10 +169,6 @@ int eng_case_failed(const eng_case_result *r);
 /* A monotonic clock in milliseconds: the engines' timings, and the progress line's. */
 double eng_now_ms(void);
 
-/* The Python interpreter of the oracle engine and the HTML report: $TBECHECK_PYTHON, or else
- * the one CMake found when it configured the build. */
-const char *eng_python(void);
-
 /* FNV-1a 64 of n bytes, continuing from h (start with ENG_FNV_SEED). */
 #define ENG_FNV_SEED UINT64_C(0xcbf29ce484222325)
 uint64_t eng_fnv1a(uint64_t h, const void *data, size_t n);

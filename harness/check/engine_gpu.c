@@ -3,7 +3,7 @@
  */
 #include <stdio.h>
 
-#include "engine_internal.h"
+#include "engine_gpu.h"
 
 
 /* The GPU forward: its bounds outputs, and its output with the features the GPU itself put on

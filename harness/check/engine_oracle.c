@@ -10,7 +10,7 @@
 
 #include "backward.h"
 #include "batch_files.h"
-#include "engine_internal.h"
+#include "engine_oracle.h"
 #include "npy.h"
 
 #define ENG_ORACLE_MAX_BYTES (INT64_C(256) << 20) /* inputs the oracle may be handed via /tmp */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bounds.h"
-#include "engine_internal.h"
+#include "engine_ctx.h"
 #include "forward.h"
 
 tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,

@@ -1,9 +1,10 @@
-/* engine_ref.h: the reference backward's runners on a checked batch, shared by the ref engine,
- * export (store/), the race fuzzer and the benches. Not the ref engine's outputs (engine.c).
+/* engine_ref.h: the ref engine (an eng_fn, engine_ctx.h), and the reference backward's runners
+ * on a checked batch that export (store/), the race fuzzer and the benches share.
  */
 #ifndef HARNESS_ENGINE_REF_H
 #define HARNESS_ENGINE_REF_H
 
+#include "engine_ctx.h"
 #include "gen.h"
 #include "tbe.h"
 
@@ -19,5 +20,7 @@ tbe_status eng_ref_backward_run(tbe_batch *b, const tbe_layout *l, const gen_bwd
 tbe_status eng_ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd,
                                   double **w_exact, double **w_bound, double **m_exact,
                                   double **m_bound);
+
+void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j, eng_run *r);
 
 #endif

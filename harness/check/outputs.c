@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backward.h"
-#include "engine_internal.h"
+#include "outputs.h"
 
 size_t eng_elem_size(const eng_output *o)
 {

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cmd_files.h"
+#include "options.h"
+#include "session.h"
 #include "export.h"
 
 static const char export_usage[] =

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "cli.h"
+#include "cmd_results.h"
+#include "options.h"
+#include "engine_oracle.h"
 
 static const char list_usage[] =
     "usage: tbecheck list [--failed] [--run N] [--db PATH]\n"

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cmd_run.h"
+#include "session.h"
 #include "gen.h"
 
 static const char run_usage[] =

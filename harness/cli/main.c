@@ -8,7 +8,10 @@
 #include <string.h>
 
 #include "case_random.h"
-#include "cli.h"
+#include "cmd_files.h"
+#include "cmd_results.h"
+#include "cmd_run.h"
+#include "options.h"
 #include "fuzz_campaign.h"
 #include "race.h"
 #include "runinfo.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "session.h"
 #include "footprint.h"
 #include "runinfo.h"
 

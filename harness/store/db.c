@@ -3,6 +3,7 @@
  * Not the schema (reports/schema.sql, embedded) and not the CLI's printing (tbecheck.c).
  */
 #include "db.h"
+#include "db_sql.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -108,9 +108,6 @@ typedef struct {
 tbe_status db_query(db *d, const char *name, const db_param *params, int nparams, db_table *t);
 void db_table_free(db_table *t);
 
-/* The text of reports/<name>.sql as embedded at build time ("schema", "queries/summary"...), or
- * NULL. */
-const char *db_sql(const char *name);
 
 /* Copies every run of the database at src_path that d does not hold yet (runs are told apart by
  * uid), with their results, violations and timings, and the cases they need; in one

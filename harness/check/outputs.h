@@ -1,15 +1,14 @@
-/* engine_internal.h: what the engines of check/ share inside the room: one engine's run and
- * its named outputs, the job it is given, the context, and the helpers that push outputs. Not
- * the public interface (engine.h) that the rooms above use.
+/* outputs.h: one engine's run on one case and its named outputs (copies of what the engine
+ * computed, each on a path, with its coordinates), and pushing them. Not the checks (engine.c).
  *
  * Invariant: an eng_run with status ENG_PASS owns each of its n_out outputs' data (and small
  * flags); any other status has no outputs and says why in reason.
  */
-#ifndef HARNESS_ENGINE_INTERNAL_H
-#define HARNESS_ENGINE_INTERNAL_H
+#ifndef HARNESS_OUTPUTS_H
+#define HARNESS_OUTPUTS_H
 
+#include "backward.h"
 #include "engine.h"
-#include "worker.h"
 
 #define ENG_MAX_OUT 8
 
@@ -50,22 +49,6 @@ typedef struct {
   int n_out;
 } eng_run;
 
-typedef struct {
-  const char *canon;
-  tbe_bounds_mode mode;
-  const gpu_fwd_config *cfg;
-  const gen_bwd *bwd; /* the backward's configuration and inputs, or NULL: forward only */
-} eng_job;
-
-struct eng_ctx {
-  eng_options opt;
-  char unavailable[ENG_COUNT][256]; /* "" when the engine can run */
-  char gpu_desc[256];
-  worker *oracle;
-  char oracle_tmp[256];             /* temporary directory of the oracle's exports */
-  char oracle_case[300];            /* oracle_tmp/case */
-};
-
 /* Appends a copy of n elements of data as output name on path, of dtype t (floating) or itype
  * t (integer), with coordinates coord. TBE_ENOMEM, or TBE_EINTERNAL past ENG_MAX_OUT. */
 tbe_status eng_push_float(eng_run *r, const char *name, const char *path, eng_coord coord,
@@ -101,17 +84,5 @@ void eng_run_free(eng_run *r);
 
 /* Marks the run as having produced nothing, with status st, for the reason given by s. */
 void eng_fail_run(eng_run *r, eng_status st, tbe_status s);
-
-/* The engines: each runs job j on the pristine batch b (laid out by l) into r. The ref and
- * gpu engines leave b's indices and offsets repaired by their bounds check (the caller restores
- * them); none changes b's weights. */
-void eng_run_ref(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j, eng_run *r);
-void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j, eng_run *r);
-void eng_run_oracle(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j, eng_run *r);
-
-/* Starts the oracle's worker and its temporary directory, or says in x->unavailable why not;
- * eng_stop_oracle ends both (nothing if it never started). */
-void eng_start_oracle(eng_ctx *x);
-void eng_stop_oracle(eng_ctx *x);
 
 #endif
