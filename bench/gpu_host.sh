@@ -10,7 +10,8 @@
 #   random    edge.cases and gpu.cases (also with fwd.small=on), tbecheck random 300 607 --path
 #             small, tbecheck random 300 606 (RANDOM_SETS picks), each through ref,gpu into
 #             its own database; the small path's model-bitwise counts of each
-#   bench     the forward benchmarks and torch_peer.py
+#   bench     the forward benchmarks, the anchor probe ../shared/anchors/gather_probe.cu right
+#             after them when a copy is carried in .probe/, and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/);
 #             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
@@ -158,8 +159,15 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       done ;;
     bench)
       timeout "$(left)" build-gpu/bench/gpu_forward_bench >"$LOGS/bench.txt" 2>&1
+      if [ -f .probe/gather_probe.cu ]; then
+        nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gather_probe .probe/gather_probe.cu &&
+          timeout "$(left)" /tmp/gather_probe >"$LOGS/probe.txt" 2>&1
+        while read -r line; do note "" "$line"; done < <(cut -c1-100 "$LOGS/probe.txt")
+      fi
       timeout "$(left)" python3 bench/torch_peer.py >"$LOGS/torch.txt" 2>&1
-      note bench "see logs/bench.txt, logs/torch.txt" ;;
+      while read -r line; do note "" "$line"; done < <(grep -E "^(F[1-4]|S1) " \
+        "$LOGS/bench.txt" | cut -c1-100)
+      note bench "see logs/bench.txt, logs/probe.txt, logs/torch.txt" ;;
     bwdbench)
       timeout "$(left)" build-gpu/bench/gpu_backward_bench ${BWD_ONLY:+--only "$BWD_ONLY"} \
         --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1

@@ -150,9 +150,9 @@ __device__ __forceinline__ void store_chunk(void *out, tbe_dtype t, int64_t i, c
 }
 
 /* Blocks per SM the register budget aims at: rows in flight cost registers (VB*GW*CPT bytes per
- * lane), so wider kernels trade occupancy for loads in flight. Measured on the H200 (F1-F4, S1):
- * the narrow shape at 64 registers (8 blocks) beats 56 (spills) by 5% to 26% and 40 by up to
- * 1.8x; the plain gather kernel fits in 40 only because it has no features, VBE or checks. */
+ * lane), so wider kernels trade occupancy for loads in flight. A tighter cap spills (the
+ * narrow shape needs 64 registers), and spills cost more than the occupancy they buy; the
+ * measured choice is in bench/RESULTS.md. */
 template <int VB, int CPT, int GW>
 constexpr int min_blocks()
 {
@@ -470,7 +470,7 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
   *out = nullptr;
   gpu_fwd_plan *p = new gpu_fwd_plan();
   const int es = (int)tbe_dtype_size(h->wdtype);
-  p->width = cfg && cfg->width ? cfg->width : 8; /* H200 sweep: bench/RESULTS.md */
+  p->width = cfg && cfg->width ? cfg->width : 8; /* measured sweep: bench/RESULTS.md */
   std::vector<bucket> buckets;
   for (int i = 0; i < n && h->pool != TBE_POOL_NONE; i++) {
     const int32_t t = features[i], j = h->feature_table_map[t];
@@ -518,8 +518,8 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
     g.nfeat = (int32_t)k.features.size();
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
-    /* policy from the H200 sweep (bench/RESULTS.md): four bags per program hide the per-bag
-     * latency of short bags (F1-F4), one keeps more programs for long ones (S1, L = 128) */
+    /* policy from the measured sweep (bench/RESULTS.md): four bags per program hide the
+     * per-bag latency of short bags, one keeps more programs for long ones */
     g.bpp = cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
