@@ -148,8 +148,8 @@ __device__ __forceinline__ bwd_src bwd_entry(const dev_bwd &w, int32_t v, int32_
 
 /* The common training case, where a contribution is G itself: fp32 grad_output, no clipping,
  * no MEAN scale, no per-sample weights. The gather then compiles to plain loads and adds; the
- * generic form tests each of those per element (uniform branches, but 8-10 instructions per
- * element and entry on the H200's F1). Both do the same fp32 operations, so the same bits. */
+ * generic form tests each of those per element (uniform branches, but several instructions per
+ * element and entry). Both do the same fp32 operations, so the same bits. */
 __host__ __device__ inline bool bwd_plain(const dev_bwd &w)
 {
   return w.b.out_dtype == TBE_FP32 && !(w.clip > 0.0f) && w.b.pool != TBE_POOL_MEAN &&

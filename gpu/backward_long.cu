@@ -139,8 +139,8 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
       if (VEC * (lane + W * c) < D)
         part_load<VEC>(p + VEC * (lane + W * c), g[c]);
     /* chunk by chunk, every column chunk's loads together and four chunks unrolled, so the
-     * loads go out ahead of the adds, which stay in chunk order (a run of 7813 chunks was a
-     * chain of loads waited for one by one, once per column chunk) */
+     * loads go out ahead of the adds, which stay in chunk order: one load waited for at a time
+     * would make a long run a chain of memory latencies */
 #pragma unroll 4
     for (int32_t k = 1; k < end; k++) {
       p += w.max_D;
@@ -264,8 +264,7 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     const int per = BLOCK / S::W;
     const unsigned cblocks = w.grid > 0 ? (unsigned)w.grid
                                         : (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
-    /* policy: two rows in flight (H200: accum 29.8 vs 30.6 ms on the published workload,
-     * 3.63 vs 3.96 on F4, 6.18 vs 6.39 on the hot row, against the shape's four) */
+    /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     const dim3 grid(std::max(cblocks, 1u));
     constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
     auto go = [&](auto u) {

@@ -18,11 +18,10 @@ namespace {
 
 const int BLOCK = 128;
 
-/* policy (H200, every shape side by side in one run): the loads ahead (below) pay only where
- * they cost no occupancy. Rows of 128 columns keep 5 blocks at 96 registers under a cap (F1's
- * short tier 30.9 -> 24.3 ms, 25.4 in the final loop form; F4, HOT, PUB 12-22% faster); D = 64
- * lost a block (F3 2.52 -> 3.08 ms) and D = 256 spilled under a cap of 4 blocks (F2 24.3 ->
- * 35.8 ms), so they load as before: each run's head when it starts, its weights after its sum. */
+/* policy: the loads ahead (below) pay only where they cost no occupancy: rows of 128 columns
+ * keep their resident blocks under a register cap, while 64 columns lose a block and 256 spill,
+ * so those load as before (each run's head when it starts, its weights after its sum). The
+ * measurements behind it: bench/RESULTS.md, the backward's policy evidence. */
 constexpr bool short_ahead(int cols, int vec)
 {
   return vec == 4 && cols == 128;
@@ -123,7 +122,7 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int64_t want = (cap + BLOCK / S::W - 1) / (BLOCK / S::W);
     const unsigned blocks = (unsigned)std::min<int64_t>(want, gpu_bwd_max_blocks());
-    /* policy: two rows in flight (H200: 16-19% faster than four on F1, F3, F4, published) */
+    /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     /* PLAIN only with vector loads: rows of a D not a multiple of 4 are rare, and each
      * instantiation costs build time (P is false, the generic kernel, when VEC is 1) */
     constexpr bool P = VEC == 4;

@@ -20,8 +20,8 @@ const size_t GUARD = 4096;          /* bytes before and after the output */
 const unsigned char POISON = 0xFF;  /* 0xFFFF.. is a NaN in fp32, fp16 and bf16 */
 const unsigned char POISON2 = 0x7B; /* the rerun's: 0x7B7B.. is finite in fp32, fp16 and bf16, so
                                      * an unwritten element differs from a NaN reference too */
-/* Mean bag length from which fwd.small=auto takes the path: measured on the H200 (S1 shape,
- * bench/RESULTS.md), it is 1.05x slower than the generic path at L = 128 and 0.72x at 256. The
+/* Mean bag length from which fwd.small=auto takes the path: the shortest at which it was
+ * measured faster than the generic path (bench/RESULTS.md, the small-table comparison). The
  * GPU's choice alone: it reports it in gpu_fwd_result.small_mask, which the harness reads. */
 const double SMALL_AUTO_L = 256;
 

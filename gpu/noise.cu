@@ -15,7 +15,7 @@ namespace {
 const int NOISE_BLOCK = 256;
 const unsigned NOISE_WORDS = 1u << 16; /* 256 KiB: atomics contend in L2 */
 const int NOISE_STEPS = 1 << 14;
-const unsigned long long NOISE_NS = 2000000; /* 2 ms */
+const unsigned long long NOISE_NS = 2000000; /* how long the noise kernel runs at most, in ns */
 
 __device__ __forceinline__ unsigned long long global_ns()
 {

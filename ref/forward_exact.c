@@ -26,8 +26,8 @@
  *          the t positions past the first 256 are RN adds onto a sum bounded by A:
  *          e = K * ((16 * 2^-25 + 2u) * A + 16 * 2^-25 * (s + 2^-126) + 2^-149)
  *              + gamma(t) * A.
- *          (Issue 11's crafted bag, K = 1, A = 256.0004: error 9.3e-5 <= e = 1.53e-4; the
- *          older "exact chunk sum, then RZ" bound 2u * A = 3.05e-5 was not a bound.)
+ *          (forward_small_test holds a crafted bag that comes close to e; bench/RESULTS.md
+ *          keeps its figures and the history of this bound.)
  *   exact: the double we return is itself off by u64*|S| (twice for MEAN) + gamma64(n)^2 * A.
  * Inf and NaN terms (non-finite weights: valid input) are summed apart, in IEEE arithmetic: when
  * a bag holds any, its exact value is their sum (+-Inf, or NaN for a NaN or Infs of both signs;

@@ -26,7 +26,7 @@
 
 /* Does this CPU (and OS) run AVX2 + FMA + F16C code? Read from cpuid and xgetbv, since
  * __builtin_cpu_supports("f16c") is not known to every compiler (clang 14). Slow: on a virtual
- * machine every cpuid traps to the hypervisor (about 10 us); call ref_cpu_avx2_fma_f16c. */
+ * machine every cpuid traps to the hypervisor; call ref_cpu_avx2_fma_f16c, which asks once. */
 static inline int ref_cpu_probe_avx2_fma_f16c(void)
 {
 #if defined(__x86_64__)
