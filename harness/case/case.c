@@ -2,71 +2,13 @@
  * its canonical text, compare cases, and read .cases files. Not the generator (gen.c).
  *
  * Invariant: case_parse either fails with TBE_EINVAL naming the offending key or returns a case
- * normalised as case_private.h says, so case_format(c) is canonical and parsing it gives equal fields.
+ * normalised as case_private.h says, so case_format(c) is canonical and parsing it gives equal
+ * fields.
  * Keys print in the order of key_names[], each only when it differs from its default.
  * Every number is read with explicit range checks: no atoi, no overflow on any input.
  *
- * Grammar (canonical key order; INT is decimal digits, no sign; NUM is a finite decimal
- * [+-]digits[.digits][e[+-]digits]; defaults in brackets):
- *   T=INT [1]            features, 1..4096 (implied by map= or a B list when absent)
- *   B=INT [4]            bags per feature, 0..2^31-1; with vbe=1 also a..b (drawn per (feature,
- *                        rank)) or a list: features split by ',', ranks by '/' (fixes T and R)
- *   R=INT [1]            VBE ranks, 1..1024; only with vbe=1
- *   vbe=0|1 [0]
- *   E=SPEC [1000]        rows per table, 1..2^40: INT, a..b (drawn per table) or one INT per table
- *   D=SPEC [64]          columns per table, 1..2048, same forms
- *   map=INT,... [identity]  feature_table_map, one table 0..4095 per feature; tables = max + 1
- *   L=INT|a..b|normal:MU,SIGMA [4]  bag length, 0..2^31-1; normal rounded, clamped to 0..2^31-1
- *   dist=uniform|zipf:ALPHA [uniform]  0 < ALPHA <= 100, row 0 hottest
- *   hot=TABLE:ROW:SL,... [none]  row ROW of TABLE appears exactly SL (1..2^40) times in total
- *   wdtype=fp32|fp16|bf16 [fp32]   out=fp32|fp16|bf16 [fp32]   idx=int32|int64 [int64]
- *   pool=sum|mean|none [sum]       weighted=0|1 [0]
- *   invalid=NUM [0]      fraction in [0, 1] of the non-hot positions given an invalid index
- *   invalid_kind=past|negative|pruned|mix [past]  E.., -2..-E-1, -1, or the three in turn
- *   corrupt=KIND[:COUNT],... [none]  KIND negative|decreasing|past_end|wrong_last, COUNT
- *                        1..2^31-1 (wrong_last: 1), each at distinct offset entries
- *   bounds=fatal|warning|ignore|none [warning]
- * GPU forward knobs (no output bit depends on them; the small-table path is compared by bound):
- *   fwd.bags=1|2|4 [policy]   fwd.width=4|8 [policy]   fwd.small=auto|on|off [auto]
- *   fused_bounds=0|1 [0]
- * Backward (ref/SEMANTICS.md sections 4-5; every NUM is rounded once to fp32, and prints as the
- * shortest decimal that reads back as that fp32 value):
- *   opt=none|sgd|rowwise_adagrad [none: forward only]
- *   lr=NUM [0.01]        0..1e10       eps=NUM [1e-8]   0..1e10, rowwise_adagrad only
- *   wd=none|l2|decouple [none]  weight decay, rowwise_adagrad only
- *   lambda=NUM [0]       0..1e10, the weight decay; only with wd=l2 or wd=decouple
- *   clip=NUM [off]       > 0 up to 1e30: grad_output clamped to [-clip, clip]
- *   sr=0|1 [0]           stochastic rounding of the weights; wdtype=fp16 or bf16 only
- *   step=INT [0]         0..2^32-1, the Philox counter's step word; only with sr=1
- *   bwd.threshold=INT [256]  1..2^31-1: runs with SL below it are summed in one sequence
- *   bwd.chunk=INT [256]      1..2^31-1: contributions per chunk of a longer run
- *   bwd.combine=deterministic|atomic [deterministic]
- *   bwd.long=accum|fused [accum]  GPU: long runs applied by a second kernel, or by the last
- *                        chunk (fence + countdown); no bit depends on it
- *   bwd.bucket=0|1 [1]   GPU: short runs launched per next_pow2(D) bucket, or all in the
- *                        widest table's; no bit depends on it
- *   bwd.width=2|4 [policy]  GPU: gradient rows in flight per group; no bit depends on it
- *   bwd.grid=INT [policy]   GPU: 1..65535 blocks of the long runs' chunk kernel (fewer make
- *                        each group loop over several chunk programs); no bit depends on it
- *   bwd.order=asc|desc|shuffle [asc]  GPU: the order in which groups take chunk programs
- *                        (shuffle: a fixed permutation keyed by the seed); no bit depends on it
- *   bwd.noise=0|1 [0]    GPU: a noise kernel on a second stream beside the backward, perturbing
- *                        its schedule; no bit depends on it
- *   bwd.delay=NS [0]     GPU: 0..100000; each chunk program of the long runs sleeps a
- *                        pseudo-random time below NS ns before publishing its partial, widening
- *                        the fused countdown's race window; no bit depends on it
- *   seed=INT [1]         0..2^64-1; always printed, so no canonical text is empty; also the
- *                        Philox key of stochastic rounding
- * Rules between keys (the error names the key after the colon): pool=mean or none with
- * weighted=1: weighted; pool=none with vbe=1, or with different D among the features: pool;
- * bounds=none with corrupt, or invalid > 0 of a kind other than pruned: bounds; a B range or
- * list without vbe=1: B; R without vbe=1: R; a list length that disagrees with T or the table
- * count: that key; a hot table or row out of range: hot; idx=int32 with a possible E past
- * INT32_MAX: idx; fused_bounds=1 with bounds=none: fused_bounds; a backward key (lr, eps, wd,
- * lambda, clip, sr, step, bwd.*) without the optimizer, the weight decay or sr=1 it needs, and
- * sr=1 with wdtype=fp32: that key. Generation adds the rules that need drawn values (hot rows
- * inside a drawn E, enough lookups for hot SLs, enough offset entries for corruptions, N and bag
- * count limits).
+ * The grammar, key by key with ranges and defaults, and the rules between keys, are in
+ * cases/README.md; the parser below is its one implementation.
  */
 #include "case.h"
 
