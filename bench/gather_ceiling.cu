@@ -37,13 +37,11 @@ __device__ __forceinline__ void add8(float *acc, const uint4 &r)
 template <int G, int U, typename IT>
 __global__ void __launch_bounds__(256)
     gather_ceiling_kernel(const __half *__restrict__ w, const int64_t *__restrict__ table_offset,
-                          const void *__restrict__ index_data,
-                          const void *__restrict__ offset_data,
+                          const IT *__restrict__ indices, const IT *__restrict__ offsets,
                           const int32_t *__restrict__ D_of, const int64_t *__restrict__ D_offsets,
                           uint32_t bags, uint32_t B, uint32_t total_D, uint32_t g,
                           float *__restrict__ out)
 {
-  const IT *indices = (const IT *)index_data, *offsets = (const IT *)offset_data;
   const uint32_t gw = G ? (uint32_t)G : g;
   const uint32_t gid = blockIdx.x * blockDim.x + threadIdx.x;
   const uint32_t bag = gid / gw, lane = gid % gw;
@@ -80,7 +78,7 @@ typedef void (*ceiling_fn)(const __half *, const int64_t *, const void *, const 
 
 template <int G, int U, typename IT> static ceiling_fn ceiling_of()
 {
-  return gather_ceiling_kernel<G, U, IT>;
+  return (ceiling_fn)(void *)gather_ceiling_kernel<G, U, IT>;
 }
 
 /* The instance for group width g (powers of two to 256 fixed at compile time, others runtime). */
