@@ -1,16 +1,9 @@
 /* gather_ceiling.cu: the plain CUDA gather kernel the issue names as the practical ceiling: one
- * group of D/8 lanes per bag, 16-byte loads, U rows in flight, sequential fp32 adds. Not
- * tbecheck's forward (gpu/forward.cu): no options, no bounds check, FP16 -> FP32 SUM only.
+ * thread group per bag, 16-byte loads, four rows in flight, sequential fp32 adds. Not tbecheck's
+ * forward (gpu/forward.cu): no options, no bounds check, FP16 -> FP32 SUM only.
  *
  * Its numerics are already the normative ones (rows in index order, fp32 adds from +0), so its
  * output equals the reference's bit for bit; the benchmark checks that before timing.
- *
- * What makes it a ceiling rather than a first draft: the group width G is a template argument
- * (bag and lane come from a shift, not a 64-bit division); bag arithmetic is 32-bit (the run
- * refuses a batch whose thread count does not fit); each row's index is loaded in the same
- * unrolled step as the row, so U index loads and U row loads are in flight together; indices
- * are read at their own width (int32 or int64); the output is written as two float4 stores.
- * The run times U = 4 and U = 8 and reports the faster: a ceiling is the best plain kernel.
  */
 #include <algorithm>
 #include <cstdint>
@@ -20,96 +13,62 @@
 #include "cuda_check.h"
 #include "gather_ceiling.h"
 
-/* The fp16 row chunk r (8 halfs) added into acc in column order. */
-__device__ __forceinline__ void add8(float *acc, const uint4 &r)
+/* Lanes of a group own 8 columns each (one uint4 of fp16); rows are taken 4 at a time. */
+__global__ void gather_ceiling_kernel(const __half *w, const int64_t *table_offset,
+                                      const int64_t *indices, const int64_t *offsets,
+                                      const int32_t *D_of, const int64_t *D_offsets, int32_t T,
+                                      int64_t B, int64_t total_D, int group, float *out)
 {
-  const __half2 *h = (const __half2 *)&r;
-#pragma unroll
-  for (int e = 0; e < 4; e++) {
-    const float2 f = __half22float2(h[e]);
-    acc[2 * e] = __fadd_rn(acc[2 * e], f.x);
-    acc[2 * e + 1] = __fadd_rn(acc[2 * e + 1], f.y);
-  }
-}
-
-/* Lanes of a group of G own 8 columns each (one uint4 of fp16); rows are taken U at a time.
- * G == 0: the group width is the runtime g (a D/8 that is not a power of two). */
-template <int G, int U, typename IT>
-__global__ void __launch_bounds__(256)
-    gather_ceiling_kernel(const __half *__restrict__ w, const int64_t *__restrict__ table_offset,
-                          const IT *__restrict__ indices, const IT *__restrict__ offsets,
-                          const int32_t *__restrict__ D_of, const int64_t *__restrict__ D_offsets,
-                          uint32_t bags, uint32_t B, uint32_t total_D, uint32_t g,
-                          float *__restrict__ out)
-{
-  const uint32_t gw = G ? (uint32_t)G : g;
-  const uint32_t gid = blockIdx.x * blockDim.x + threadIdx.x;
-  const uint32_t bag = gid / gw, lane = gid % gw;
-  if (bag >= bags)
+  const int64_t gid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+  const int64_t bag = gid / group;
+  const int lane = (int)(gid % group);
+  if (bag >= (int64_t)T * B)
     return;
-  const uint32_t t = bag / B;
-  const int32_t D = __ldg(D_of + t);
-  if ((int32_t)lane * 8 >= D)
+  const int32_t t = (int32_t)(bag / B);
+  const int32_t D = D_of[t];
+  if (lane * 8 >= D)
     return;
-  const uint4 *table = (const uint4 *)(w + __ldg(table_offset + t)) + lane;
-  const int64_t rowq = D / 8; /* uint4s per row */
-  const int64_t start = (int64_t)__ldg(offsets + bag), end = (int64_t)__ldg(offsets + bag + 1);
+  const __half *table = w + table_offset[t] + lane * 8;
+  const int64_t start = offsets[bag], end = offsets[bag + 1];
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t p = start;
-  for (; p + U <= end; p += U) {
-    uint4 r[U];
+  for (; p + 4 <= end; p += 4) {
+    uint4 r[4];
 #pragma unroll
-    for (int q = 0; q < U; q++)
-      r[q] = __ldg(table + (int64_t)__ldg(indices + p + q) * rowq);
+    for (int q = 0; q < 4; q++)
+      r[q] = __ldg((const uint4 *)(table + indices[p + q] * D));
 #pragma unroll
-    for (int q = 0; q < U; q++)
-      add8(acc, r[q]);
+    for (int q = 0; q < 4; q++) {
+      const __half2 *h = (const __half2 *)&r[q];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float2 f = __half22float2(h[e]);
+        acc[2 * e] = __fadd_rn(acc[2 * e], f.x);
+        acc[2 * e + 1] = __fadd_rn(acc[2 * e + 1], f.y);
+      }
+    }
   }
-  for (; p < end; p++)
-    add8(acc, __ldg(table + (int64_t)__ldg(indices + p) * rowq));
-  float4 *o = (float4 *)(out + (size_t)(bag - t * B) * total_D + __ldg(D_offsets + t) + lane * 8);
-  o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-  o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-}
-
-typedef void (*ceiling_fn)(const __half *, const int64_t *, const void *, const void *,
-                           const int32_t *, const int64_t *, uint32_t, uint32_t, uint32_t,
-                           uint32_t, float *);
-
-template <int G, int U, typename IT> static ceiling_fn ceiling_of()
-{
-  return (ceiling_fn)(void *)gather_ceiling_kernel<G, U, IT>;
-}
-
-/* The instance for group width g (powers of two to 256 fixed at compile time, others runtime). */
-template <int U, typename IT> static ceiling_fn pick_g(int g)
-{
-  switch (g) {
-  case 1: return ceiling_of<1, U, IT>();
-  case 2: return ceiling_of<2, U, IT>();
-  case 4: return ceiling_of<4, U, IT>();
-  case 8: return ceiling_of<8, U, IT>();
-  case 16: return ceiling_of<16, U, IT>();
-  case 32: return ceiling_of<32, U, IT>();
-  case 64: return ceiling_of<64, U, IT>();
-  case 128: return ceiling_of<128, U, IT>();
-  case 256: return ceiling_of<256, U, IT>();
-  default: return ceiling_of<0, U, IT>();
+  for (; p < end; p++) {
+    uint4 r = __ldg((const uint4 *)(table + indices[p] * D));
+    const __half2 *h = (const __half2 *)&r;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      float2 f = __half22float2(h[e]);
+      acc[2 * e] = __fadd_rn(acc[2 * e], f.x);
+      acc[2 * e + 1] = __fadd_rn(acc[2 * e + 1], f.y);
+    }
   }
-}
-
-static ceiling_fn pick(int g, int u, tbe_itype it)
-{
-  if (it == TBE_I32)
-    return u == 8 ? pick_g<8, int32_t>(g) : pick_g<4, int32_t>(g);
-  return u == 8 ? pick_g<8, int64_t>(g) : pick_g<4, int64_t>(g);
+  float *o = out + (bag % B) * total_D + D_offsets[t] + lane * 8;
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+    o[e] = acc[e];
 }
 
 extern "C" tbe_status gather_ceiling_run(const tbe_batch *b, const tbe_layout *l, int reps,
                                          float *ms, float *out)
 {
   if (b->wdtype != TBE_FP16 || b->out_dtype != TBE_FP32 || b->pool != TBE_POOL_SUM ||
-      b->per_sample_weights || b->R)
+      b->per_sample_weights || b->R || b->itype != TBE_I64)
     return tbe_error(TBE_EINVAL, "case", -1, "the ceiling kernel takes fp16 -> fp32 SUM only");
   std::vector<int64_t> toff(b->T);
   std::vector<int32_t> D(b->T);
@@ -122,13 +81,8 @@ extern "C" tbe_status gather_ceiling_run(const tbe_batch *b, const tbe_layout *l
     maxD = std::max(maxD, D[t]);
   }
   const int group = std::max(1, maxD / 8);
-  const int threads = 256;
-  if ((l->total_B * group + threads) >> 32 || l->total_D >> 32)
-    return tbe_error(TBE_EINVAL, "B", -1, "the ceiling kernel needs bags * D/8 < 2^32");
-  const size_t isz = tbe_itype_size(b->itype);
   __half *w;
-  int64_t *d_toff, *d_Doff;
-  void *d_idx, *d_off;
+  int64_t *d_toff, *d_idx, *d_off, *d_Doff;
   int32_t *d_D;
   float *d_out;
   const size_t wbytes = 2 * (size_t)b->table_offset[b->num_tables];
@@ -136,39 +90,33 @@ extern "C" tbe_status gather_ceiling_run(const tbe_batch *b, const tbe_layout *l
   GPU_TRY(cudaMalloc(&d_toff, 8 * (size_t)b->T));
   GPU_TRY(cudaMalloc(&d_D, 4 * (size_t)b->T));
   GPU_TRY(cudaMalloc(&d_Doff, 8 * (size_t)(b->T + 1)));
-  GPU_TRY(cudaMalloc(&d_idx, isz * (size_t)b->N));
-  GPU_TRY(cudaMalloc(&d_off, isz * (size_t)(l->total_B + 1)));
+  GPU_TRY(cudaMalloc(&d_idx, 8 * (size_t)b->N));
+  GPU_TRY(cudaMalloc(&d_off, 8 * (size_t)(l->total_B + 1)));
   GPU_TRY(cudaMalloc(&d_out, 4 * (size_t)l->out_elems));
   GPU_TRY(cudaMemcpy(w, b->weights, wbytes, cudaMemcpyHostToDevice));
   GPU_TRY(cudaMemcpy(d_toff, toff.data(), 8 * (size_t)b->T, cudaMemcpyHostToDevice));
   GPU_TRY(cudaMemcpy(d_D, D.data(), 4 * (size_t)b->T, cudaMemcpyHostToDevice));
   GPU_TRY(cudaMemcpy(d_Doff, l->D_offsets, 8 * (size_t)(b->T + 1), cudaMemcpyHostToDevice));
-  GPU_TRY(cudaMemcpy(d_idx, b->indices, isz * (size_t)b->N, cudaMemcpyHostToDevice));
-  GPU_TRY(cudaMemcpy(d_off, b->offsets, isz * (size_t)(l->total_B + 1), cudaMemcpyHostToDevice));
+  GPU_TRY(cudaMemcpy(d_idx, b->indices, 8 * (size_t)b->N, cudaMemcpyHostToDevice));
+  GPU_TRY(cudaMemcpy(d_off, b->offsets, 8 * (size_t)(l->total_B + 1), cudaMemcpyHostToDevice));
+  const int threads = 256;
   const unsigned blocks = (unsigned)((l->total_B * group + threads - 1) / threads);
   cudaEvent_t ev[2];
   GPU_TRY(cudaEventCreate(&ev[0]));
   GPU_TRY(cudaEventCreate(&ev[1]));
   std::vector<float> t(reps);
-  float best = 0;
-  static const int unrolls[] = {4, 8};
-  for (int u : unrolls) {
-    const ceiling_fn k = pick(group, u, b->itype);
-    for (int i = -3; i < reps; i++) {
-      GPU_TRY(cudaEventRecord(ev[0]));
-      k<<<blocks, threads>>>(w, d_toff, d_idx, d_off, d_D, d_Doff, (uint32_t)l->total_B,
-                             (uint32_t)b->B, (uint32_t)l->total_D, (uint32_t)group, d_out);
-      GPU_TRY(cudaGetLastError());
-      GPU_TRY(cudaEventRecord(ev[1]));
-      GPU_TRY(cudaEventSynchronize(ev[1]));
-      if (i >= 0)
-        GPU_TRY(cudaEventElapsedTime(&t[i], ev[0], ev[1]));
-    }
-    std::sort(t.begin(), t.end());
-    if (best == 0 || t[reps / 2] < best)
-      best = t[reps / 2];
+  for (int i = -3; i < reps; i++) {
+    GPU_TRY(cudaEventRecord(ev[0]));
+    gather_ceiling_kernel<<<blocks, threads>>>(w, d_toff, d_idx, d_off, d_D, d_Doff, b->T, b->B,
+                                               l->total_D, group, d_out);
+    GPU_TRY(cudaGetLastError());
+    GPU_TRY(cudaEventRecord(ev[1]));
+    GPU_TRY(cudaEventSynchronize(ev[1]));
+    if (i >= 0)
+      GPU_TRY(cudaEventElapsedTime(&t[i], ev[0], ev[1]));
   }
-  *ms = best;
+  std::sort(t.begin(), t.end());
+  *ms = t[reps / 2];
   GPU_TRY(cudaMemcpy(out, d_out, 4 * (size_t)l->out_elems, cudaMemcpyDeviceToHost));
   cudaEventDestroy(ev[0]);
   cudaEventDestroy(ev[1]);

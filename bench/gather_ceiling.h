@@ -11,8 +11,7 @@ extern "C" {
 #endif
 
 /* Times the plain kernel on b (FP16 weights, FP32 output, SUM, unweighted, fixed B, every D a
- * multiple of 8, int32 or int64 indices): the faster of its unroll 4 and 8 instances, each the
- * median of reps after warm-up, in *ms. Its output is copied to out (fp32,
+ * multiple of 8): median of reps after warm-up, in *ms. Its output is copied to out (fp32,
  * l->out_elems) so the caller can check it against the reference. */
 tbe_status gather_ceiling_run(const tbe_batch *b, const tbe_layout *l, int reps, float *ms,
                               float *out);
