@@ -1,6 +1,6 @@
-/* gpu_backward_bench.c: the GPU backward + row-wise Adagrad benchmark: F1-F4, a hot row, the
- * published workload, a mixed-D shape and a segment-length sweep; validates against the
- * reference, then times the variants side by side in one run. Not a test: it never asserts.
+/* gpu_backward_bench.c: the GPU backward + row-wise Adagrad benchmark on cases/bench.cases's
+ * F1-F4, HOT, PUB and MIX, and a segment-length sweep; validates against the reference, then
+ * times the variants side by side in one run. Not a test: it never asserts.
  *
  * Effective GB/s follows FBGEMM's convention: backward bytes = 2 x the forward's
  * (N*D*weight_bytes + out_elems*out_bytes). Times are medians of REPS CUDA-event timings of the
@@ -19,32 +19,15 @@
 #include "case.h"
 #include "engine.h"
 #include "engine_ref.h"
+#include "bench_shapes.h"
 #include "gen.h"
 #include "tbe_gpu.h"
 
 enum { REPS = 10 };
 
-typedef struct {
-  const char *name;
-  const char *text; /* bounds=none, opt=rowwise_adagrad */
-  int validate;     /* run the reference (a CPU backward of the whole batch) */
-} shape;
-
-static const shape shapes[] = {
-  {"F1", "T=32 B=65536 E=1000000 D=128 L=32 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=1",
-   1},
-  {"F2", "T=8 B=131072 E=1000000 D=256 L=64 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=2",
-   1},
-  {"F3", "T=64 B=16384 E=100000 D=64 L=8 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=3", 1},
-  {"F4", "T=16 B=32768 E=100000 D=128 L=20 dist=zipf:1.15 wdtype=fp16 bounds=none "
-         "opt=rowwise_adagrad seed=4", 1},
-  {"HOT", "T=4 B=131072 E=1000000 D=128 L=16 hot=0:7:2000000 wdtype=fp16 bounds=none "
-          "opt=rowwise_adagrad seed=5", 1},
-  {"PUB", "T=32 B=131072 E=94000 D=128 L=20 dist=zipf:0.9 wdtype=fp16 bounds=none "
-          "opt=rowwise_adagrad seed=6", 1},
-  {"MIX", "T=8 B=65536 E=100000 D=8,16,32,64,128,256,24,48 L=20 wdtype=fp16 bounds=none "
-          "opt=rowwise_adagrad seed=7", 1},
-};
+/* the shapes timed, by their names in cases/bench.cases (each with bounds=none), run with
+ * opt=rowwise_adagrad appended; each is validated against the reference first */
+static const char *const shapes[] = {"F1", "F2", "F3", "F4", "HOT", "PUB", "MIX"};
 
 typedef struct {
   const char *name;
@@ -142,52 +125,51 @@ static gpu_session *open_bwd(tbe_batch *b, const tbe_layout *l, const ref_bwd_co
   return s;
 }
 
-static void run_shape(const shape *sh)
+static void run_shape(const char *name)
 {
+  char *text = bench_shape(name, "opt=rowwise_adagrad");
   tbe_case *c;
   tbe_batch b;
   gen_bwd bwd;
   tbe_layout l;
-  tbe_status st = case_parse(sh->text, &c);
+  tbe_status st = case_parse(text, &c);
   if (st.code == TBE_OK)
     st = gen_case(c, &b, &bwd);
   if (st.code == TBE_OK)
     st = tbe_layout_init(&l, &b);
   if (st.code != TBE_OK)
-    die(sh->text, st);
+    die(text, st);
   void *ref_w = NULL;
   float *ref_m = NULL, *ref_psw = NULL;
   double t0 = omp_get_wtime();
-  if (sh->validate && (st = eng_ref_backward_run(&b, &l, &bwd, &ref_w, &ref_m, &ref_psw)).code)
+  if ((st = eng_ref_backward_run(&b, &l, &bwd, &ref_w, &ref_m, &ref_psw)).code)
     die("reference", st);
   double ref_s = omp_get_wtime() - t0;
-  printf("%-4s %s\n", sh->name, sh->text);
+  printf("%-4s %s\n", name, text);
   for (int v = 0; v < NVAR; v++) {
     ref_bwd_config cfg = *bwd.cfg;
     cfg.combine = variants[v].combine;
     gpu_session *s = open_bwd(&b, &l, &cfg, &variants[v].g, &bwd);
     gpu_bwd_stats m = median_backward(s);
-    const char *ok = !sh->validate ? "-"
-                     : cfg.combine == REF_COMBINE_ATOMIC ? "(bound: cases/gpu_backward.cases)"
-                                                         : check(s, &b, &l, &bwd, ref_w, ref_m);
+    const char *ok = cfg.combine == REF_COMBINE_ATOMIC ? "(bound: cases/gpu_backward.cases)"
+                                                       : check(s, &b, &l, &bwd, ref_w, ref_m);
     printf("  %-13s %8.3f ms %6.0f GB/s | sort %6.3f class %6.3f short %7.3f long %7.3f | "
            "runs %lld long %lld chunks %lld | %s\n",
            variants[v].name, m.ms, gbps(&b, &l, m.ms), m.sort_ms, m.classify_ms, m.short_ms,
            m.long_ms, (long long)m.runs, (long long)m.long_runs, (long long)m.chunks, ok);
     fflush(stdout);
-    bench_db_figure(rec, sh->name, sh->text, "gpu:backward", variants[v].name, m.ms,
+    bench_db_figure(rec, name, text, "gpu:backward", variants[v].name, m.ms,
                     bwd_bytes(&b, &l), copy_gbps);
     gpu_session_close(s);
   }
-  if (sh->validate)
-    printf("  (reference backward on the CPU: %.1f s, %d threads)\n", ref_s,
-           omp_get_max_threads());
+  printf("  (reference backward on the CPU: %.1f s, %d threads)\n", ref_s, omp_get_max_threads());
   free(ref_w);
   free(ref_m);
   free(ref_psw);
   tbe_layout_free(&l);
   gen_case_free(&b, &bwd);
   case_free(c);
+  free(text);
 }
 
 /* Every run of length exactly sl: N lookups over N/sl rows, row p % E at position p. */
@@ -271,8 +253,8 @@ int main(int argc, char **argv)
   printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
          omp_get_max_threads(), copy_gbps);
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-    if (wanted(shapes[k].name))
-      run_shape(&shapes[k]);
+    if (wanted(shapes[k]))
+      run_shape(shapes[k]);
   if (wanted("SL"))
     run_sweep();
   bench_db_close(rec);

@@ -1,5 +1,5 @@
-/* gpu_forward_bench.c: the GPU forward's benchmark (issue shapes F1-F4, S1): validates against
- * the reference, then times ours, the plain gather ceiling and the copy ceiling in one run.
+/* gpu_forward_bench.c: the GPU forward's benchmark (cases/bench.cases: F1-F4, S1): validates
+ * against the reference, then times ours, the plain gather ceiling and the copy ceiling in one run.
  * Not a test: it prints figures and never asserts.
  *
  * Effective GB/s = (B*T*L*D*weight_bytes + B*total_D*out_bytes) / time, the FBGEMM convention;
@@ -20,32 +20,25 @@
 #include "forward.h"
 #include "forward_small.h"
 #include <math.h>
+#include "bench_shapes.h"
 #include "gather_ceiling.h"
 #include "tbe_gpu.h"
 
 enum { REPS = 20 };
 
-typedef struct {
-  const char *name;
-  const char *text; /* timing case: bounds=none */
-  double T, B, L, D;
-} shape;
+/* the shapes timed, by their names in cases/bench.cases (each with bounds=none) */
+static const char *const shapes[] = {"F1", "F2", "F3", "F4", "S1"};
+enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 
-static const shape shapes[] = {
-  {"F1", "T=32 B=65536 E=1000000 D=128 L=32 wdtype=fp16 bounds=none seed=1", 32, 65536, 32, 128},
-  {"F2", "T=8 B=131072 E=1000000 D=256 L=64 wdtype=fp16 bounds=none seed=2", 8, 131072, 64, 256},
-  {"F3", "T=64 B=16384 E=100000 D=64 L=8 wdtype=fp16 bounds=none seed=3", 64, 16384, 8, 64},
-  {"F4", "T=16 B=32768 E=100000 D=128 L=20 dist=zipf:1.15 wdtype=fp16 bounds=none seed=4", 16,
-   32768, 20, 128},
-  {"S1", "T=1 B=65536 E=50 D=128 L=128 wdtype=fp16 bounds=none seed=5", 1, 65536, 128, 128},
-};
-
-static double declared_bytes(const shape *s)
+/* Bytes a forward of b declares it moves (the FBGEMM convention): every lookup's row in the
+ * weight dtype, and the pooled output in fp32; every shape here has one D. */
+static double declared_bytes(const tbe_batch *b, const tbe_layout *l)
 {
-  return s->B * s->T * s->L * s->D * 2 + s->B * s->T * s->D * 4;
+  return (double)b->N * b->D[0] * (double)tbe_dtype_size(b->wdtype) +
+         (double)l->total_B * b->D[0] * 4;
 }
 
-static double gbps(const shape *s, double ms) { return declared_bytes(s) / (ms * 1e-3) / 1e9; }
+static double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 
 static float median_forward(gpu_session *g, tbe_bounds_mode mode, const gpu_fwd_config *cfg,
                             int bounds_only)
@@ -120,16 +113,17 @@ int main(int argc, char **argv)
                                          {4, 4, 0, GPU_SMALL_OFF}, {4, 8, 0, GPU_SMALL_OFF}};
   enum { NSWEEP = sizeof sweep / sizeof sweep[0] };
   float plain[8], swept[8][NSWEEP];
-  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-    const shape *s = &shapes[k];
+  for (int k = 0; k < NSHAPES; k++) {
+    char *text = bench_shape(shapes[k], NULL);
     tbe_case *c;
     tbe_batch b;
     tbe_layout l;
-    make(s->text, &c, &b, &l);
+    make(text, &c, &b, &l);
+    const double bytes = declared_bytes(&b, &l);
     gpu_session *g;
     st = gpu_session_open(&b, &l, &g);
     if (st.code != TBE_OK) {
-      fprintf(stderr, "%s: %s\n", s->name, st.message);
+      fprintf(stderr, "%s: %s\n", shapes[k], st.message);
       return 3;
     }
     for (int v = 0; v < NSWEEP; v++)
@@ -145,30 +139,29 @@ int main(int argc, char **argv)
     st = gather_ceiling_run(&b, &l, REPS, &ceil_ms, cout);
     int64_t cbad = st.code == TBE_OK ? mismatches(&b, &l, cout) : -1;
     free(cout);
-    printf("%-3s %10.3f %9.0f %10.3f %9.0f %8.3f  ours %s, ceiling %s\n", s->name, ours,
-           gbps(s, ours), ceil_ms, gbps(s, ceil_ms), ceil_ms / ours,
+    printf("%-3s %10.3f %9.0f %10.3f %9.0f %8.3f  ours %s, ceiling %s\n", shapes[k], ours,
+           gbps(bytes, ours), ceil_ms, gbps(bytes, ceil_ms), ceil_ms / ours,
            bad ? "MISMATCH" : "bit-exact", cbad ? "MISMATCH" : "bit-exact");
     fflush(stdout);
-    bench_db_figure(rec, s->name, s->text, "gpu:forward", NULL, ours, declared_bytes(s), copy);
-    bench_db_figure(rec, s->name, s->text, "ceiling:gather", NULL, ceil_ms, declared_bytes(s),
-                    copy);
+    bench_db_figure(rec, shapes[k], text, "gpu:forward", NULL, ours, bytes, copy);
+    bench_db_figure(rec, shapes[k], text, "ceiling:gather", NULL, ceil_ms, bytes, copy);
     for (int v = 0; v < NSWEEP; v++) {
       char config[32];
       snprintf(config, sizeof config, "bags=%d width=%d", sweep[v].bags, sweep[v].width);
-      bench_db_figure(rec, s->name, s->text, "gpu:forward", config, swept[k][v],
-                      declared_bytes(s), copy);
+      bench_db_figure(rec, shapes[k], text, "gpu:forward", config, swept[k][v], bytes, copy);
     }
     tbe_layout_free(&l);
     tbe_batch_free(&b);
     case_free(c);
+    free(text);
   }
 
   printf("\n%-3s", "ms");
   for (int v = 0; v < NSWEEP; v++)
     printf("   bags=%d w=%d", sweep[v].bags, sweep[v].width);
   printf("   (configuration sweep, bounds NONE)\n");
-  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-    printf("%-3s", shapes[k].name);
+  for (int k = 0; k < NSHAPES; k++) {
+    printf("%-3s", shapes[k]);
     for (int v = 0; v < NSWEEP; v++)
       printf(" %12.3f", swept[k][v]);
     printf("\n");
@@ -176,17 +169,15 @@ int main(int argc, char **argv)
 
   /* the small-table tensor-core path vs the generic path on S1 and on S1 with bags twice as
    * long (every position through the histogram): the auto policy's evidence */
-  static const char *const small_shapes[] = {
-      "T=1 B=65536 E=50 D=128 L=128 wdtype=fp16 bounds=none seed=5",
-      "T=1 B=65536 E=50 D=128 L=256 wdtype=fp16 bounds=none seed=6"};
+  static const char *const small_shapes[] = {"S1", "S1-L256"};
   printf("\n");
   for (int k = 0; k < 2; k++) {
-    shape s = shapes[4];
-    s.L = k ? 256 : 128;
+    char *text = bench_shape(small_shapes[k], NULL);
     tbe_case *c;
     tbe_batch b;
     tbe_layout l;
-    make(small_shapes[k], &c, &b, &l);
+    make(text, &c, &b, &l);
+    const double bytes = declared_bytes(&b, &l);
     gpu_session *g;
     if (gpu_session_open(&b, &l, &g).code != TBE_OK)
       return 3;
@@ -213,11 +204,10 @@ int main(int argc, char **argv)
     }
     printf("S1 L=%d small-table path %.3f ms (%.0f GB/s) vs generic %.3f ms: small/generic %.3f; "
            "%lld of %lld outside the bound (worst error/bound %.3g); %.2f%% equal to the model\n",
-           (int)s.L, tc, gbps(&s, tc), generic, tc / generic,
+           (int)(b.N / l.total_B), tc, gbps(bytes, tc), generic, tc / generic,
            (long long)outside, (long long)l.out_elems, worst,
            100.0 * (double)same / (double)l.out_elems);
-    bench_db_figure(rec, k ? "S1-L256" : "S1", small_shapes[k], "gpu:forward.small", NULL, tc,
-                    declared_bytes(&s), copy);
+    bench_db_figure(rec, small_shapes[k], text, "gpu:forward.small", NULL, tc, bytes, copy);
     free(model);
     free(exact);
     free(bound);
@@ -226,18 +216,20 @@ int main(int argc, char **argv)
     tbe_layout_free(&l);
     tbe_batch_free(&b);
     case_free(c);
+    free(text);
   }
 
   /* what checking costs: 1% invalid indices, WARNING, on F1 and F4; plain is the clean
    * shape's time above (NONE must never see an invalid index) */
   printf("\n%-3s %12s %12s %12s %12s  (ms, 1%% invalid indices, WARNING)\n", "", "plain",
          "unfused all", "bounds only", "fused");
-  const int with_check[] = {0, 3};
+  const int with_check[] = {0, 3}; /* F1, F4 */
   for (int k = 0; k < 2; k++) {
-    const shape *s = &shapes[with_check[k]];
-    char text[512];
+    /* the shape's keys before its bounds=none (a later bounds key would be a duplicate) */
+    char *shape = bench_shape(shapes[with_check[k]], NULL), text[512];
     snprintf(text, sizeof text, "%.*s invalid=0.01 bounds=warning seed=9",
-             (int)(strstr(s->text, " bounds=") - s->text), s->text);
+             (int)(strstr(shape, " bounds=") - shape), shape);
+    free(shape);
     tbe_case *c;
     tbe_batch b;
     tbe_layout l;
@@ -266,8 +258,9 @@ int main(int argc, char **argv)
     gpu_session_close(g);
     printf("%-3s %12.3f %12.3f %12.3f %12.3f  fused/plain %.3f (same data: plain %.3f, %.3f); "
            "fused %s, counter %lld vs ref %lld\n",
-           s->name, plain[with_check[k]], unfused, only, fz, fz / plain[with_check[k]], same,
-           fz / same, bad ? "MISMATCH" : "bit-exact", warned, (long long)w);
+           shapes[with_check[k]], plain[with_check[k]], unfused, only, fz,
+           fz / plain[with_check[k]], same, fz / same, bad ? "MISMATCH" : "bit-exact", warned,
+           (long long)w);
     tbe_layout_free(&l);
     tbe_batch_free(&b);
     case_free(c);

@@ -2,13 +2,12 @@
  * on the published workload's statistics, with the time split (sort, sums, optimizer) and lookups
  * per second. Not a test: never in CTest, never asserts a time.
  *
- * The workload (the published Triton TBE backward benchmark's statistics): T x B = 4.2M bags
- * with B = 128K (T = 32), about 83M lookups (L = 20), 3M unique rows, the hottest row hit 125K
- * times, D = 128, fp16 weights, row-wise Adagrad. Here: 32 tables of 100,000 rows with zipf(0.9)
- * indices (nearly every row is hit, each table's row 0 about 118K times) and table 0's row 0
- * forced to exactly 125,000 lookups. `ref_backward_bench --scale 8` runs 1/8 of the bags (same
- * tables) for a machine that cannot hold the full size; `--forward-shape` runs the batch of
- * ref_forward_bench (T=8 B=16384 E=1M L=20 uniform, 2.6M lookups) with row-wise Adagrad. The
+ * The workload is cases/bench.cases's PUB (the published Triton TBE backward benchmark's
+ * statistics: T x B = 4.2M bags with B = 128K (T = 32), about 84M lookups (L = 20), 3M rows of
+ * D = 128 in 32 tables of 94,000 with zipf(0.9) indices, fp16 weights), with row-wise Adagrad,
+ * the shape the GPU backward bench times too. `ref_backward_bench --scale 8` runs 1/8 of the
+ * bags (same tables) for a machine that cannot hold the full size; `--forward-shape` runs
+ * bench.cases's REF (the batch of ref_forward_bench, 2.6M lookups) with row-wise Adagrad. The
  * output says which ran.
  *
  * It validates before it times: the updated rows of a sample (the hottest row, row 0 of every
@@ -27,15 +26,9 @@
 
 #include "backward.h"
 #include "case.h"
+#include "bench_shapes.h"
 #include "gen.h"
 
-#define BENCH_CASE                                                                           \
-  "T=32 B=%d E=100000 D=128 L=20 dist=zipf:0.9 hot=0:0:%d wdtype=fp16 idx=int32 bounds=none " \
-  "opt=rowwise_adagrad seed=1"
-#define FORWARD_CASE                                                                        \
-  "T=8 B=16384 E=1000000 D=128 L=20 wdtype=fp16 bounds=none opt=rowwise_adagrad seed=1"
-#define FULL_B 131072
-#define HOT_SL 125000
 #define SAMPLES 12
 #define REPS 3
 
@@ -190,11 +183,15 @@ int main(int argc, char **argv)
                     "default 1; or ref_forward_bench's shape)\n");
     return 2;
   }
-  char text[512];
-  if (fwd_shape)
-    snprintf(text, sizeof text, FORWARD_CASE);
+  char *shape = bench_shape(fwd_shape ? "REF" : "PUB", "opt=rowwise_adagrad"), text[512];
+  /* --scale K: the shape's B (its bags per feature) divided by K, the other keys as they are */
+  const char *bkey = strstr(shape, " B=");
+  if (scale > 1 && bkey)
+    snprintf(text, sizeof text, "%.*s B=%lld%s", (int)(bkey - shape), shape,
+             strtoll(bkey + 3, NULL, 10) / scale, bkey + 3 + strspn(bkey + 3, "0123456789"));
   else
-    snprintf(text, sizeof text, BENCH_CASE, FULL_B / scale, HOT_SL / scale);
+    snprintf(text, sizeof text, "%s", shape);
+  free(shape);
   tbe_case *c;
   tbe_status s = case_parse(text, &c);
   if (s.code != TBE_OK)

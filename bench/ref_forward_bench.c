@@ -17,13 +17,13 @@
 #include <omp.h>
 
 #include "bench_db.h"
+#include "bench_shapes.h"
 #include "case.h"
 #include "gen.h"
 #include "forward.h"
 #include "half.h"
 #include "tbe.h"
 
-#define BENCH_CASE "T=8 B=16384 E=1000000 D=128 L=20 wdtype=fp16 bounds=none seed=1"
 #define REPS 7
 #define CHECK_BAGS 500
 #define COPY_BYTES ((size_t)1 << 30)
@@ -133,8 +133,9 @@ int main(int argc, char **argv)
 #ifndef NDEBUG
   printf("note: not a release build (NDEBUG unset); use the release preset for real numbers\n");
 #endif
+  char *shape = bench_shape("REF", NULL); /* cases/bench.cases */
   tbe_case *c;
-  tbe_status s = case_parse(BENCH_CASE, &c);
+  tbe_status s = case_parse(shape, &c);
   if (s.code != TBE_OK)
     die_status("case_parse", s);
   char text[512];
@@ -205,7 +206,7 @@ int main(int argc, char **argv)
            t_cpy[n - 1] * 1e3, 2.0 * copied * gb / t_cpy[n - 1]);
     char config[32];
     snprintf(config, sizeof config, "threads=%d", n);
-    bench_db_figure(rec, "ref-fp16-sum", BENCH_CASE, "ref:forward", config, t_fwd[n - 1] * 1e3,
+    bench_db_figure(rec, "ref-fp16-sum", shape, "ref:forward", config, t_fwd[n - 1] * 1e3,
                     bytes, 2.0 * copied * gb / t_cpy[n - 1]);
   }
   bench_db_close(rec);
@@ -216,5 +217,6 @@ int main(int argc, char **argv)
   free(dst);
   tbe_layout_free(&l);
   tbe_batch_free(&b);
+  free(shape);
   return 0;
 }

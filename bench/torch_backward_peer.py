@@ -13,15 +13,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_peer import F, np, torch, zipf_rows  # noqa: E402 (it SKIPs without torch)
+from torch_peer import F, bench_shapes, np, torch, zipf_rows  # noqa: E402 (SKIPs without torch)
 
-SHAPES = [  # name, T, B, E, D, L, zipf alpha (0 = uniform)
-    ("F1", 32, 65536, 1_000_000, 128, 32, 0),
-    ("F2", 8, 131072, 1_000_000, 256, 64, 0),
-    ("F3", 64, 16384, 100_000, 64, 8, 0),
-    ("F4", 16, 32768, 100_000, 128, 20, 1.15),
-    ("PUB", 32, 131072, 94_000, 128, 20, 0.9),
-]
+SHAPES = bench_shapes(["F1", "F2", "F3", "F4", "PUB"])  # cases/bench.cases
 LIMIT = 2**31 - 1
 
 

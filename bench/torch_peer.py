@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""torch_peer.py: PyTorch's embedding_bag on the GPU forward benchmark's shapes, the peer our
-kernels are quoted against. Not a reference for numerics (its order is not the normative one).
+"""torch_peer.py: PyTorch's embedding_bag on the GPU forward benchmark's shapes (read from
+cases/bench.cases, the benchmarks' one workload file), the peer our kernels are quoted against.
+Not a reference for numerics (its order is not the normative one).
 
 All T tables are concatenated into one weight; one embedding_bag call (mode sum) covers every
 bag. Effective GB/s uses the same byte formula as bench/gpu_forward_bench.c:
 (B*T*L*D*2 + B*T*D*4) / time, median of 20 CUDA-event timings after warm-up.
 """
+import os
 import sys
 
 try:
@@ -16,13 +18,31 @@ except ImportError as e:  # the GPU host has both; elsewhere say so and stop
     print(f"SKIP: {e}")
     sys.exit(0)
 
-SHAPES = [  # name, T, B, E, D, L, zipf alpha (0 = uniform)
-    ("F1", 32, 65536, 1_000_000, 128, 32, 0),
-    ("F2", 8, 131072, 1_000_000, 256, 64, 0),
-    ("F3", 64, 16384, 100_000, 64, 8, 0),
-    ("F4", 16, 32768, 100_000, 128, 20, 1.15),
-    ("S1", 1, 65536, 50, 128, 128, 0),
-]
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cases", "bench.cases")
+
+
+def bench_shapes(names):
+    """(name, T, B, E, D, L, zipf alpha or 0) of each named shape of cases/bench.cases (the line
+    whose comment starts with the name and a colon), from its keys; a shape these peers cannot
+    run (a list of E or D, a range of L) is refused."""
+    found = {}
+    with open(CASES) as f:
+        for line in f:
+            text, _, comment = line.partition("#")
+            name = comment.strip().split(":", 1)[0]
+            if text.strip() and name in names:
+                found[name] = dict(t.split("=", 1) for t in text.split())
+    shapes = []
+    for name in names:
+        k = found[name]  # a KeyError names a shape missing from the file
+        dist = k.get("dist", "uniform")
+        alpha = float(dist.split(":")[1]) if dist.startswith("zipf:") else 0
+        shapes.append((name, int(k.get("T", 1)), int(k["B"]), int(k["E"]), int(k["D"]),
+                       int(k["L"]), alpha))
+    return shapes
+
+
+SHAPES = bench_shapes(["F1", "F2", "F3", "F4", "S1"])
 
 
 def zipf_rows(rng, alpha, E, n):
