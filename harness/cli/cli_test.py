@@ -546,6 +546,39 @@ def test_injected():
     expect(0, "report", "--db", "m.db")
 
 
+def test_fuzz_fault():
+    """fuzz --inject-fault tests the tester only where the fault lands: one aimed at an engine
+    that does not run (or is not asked for) is refused before anything is written, one that no
+    drawn case reached fails the campaign (exit 2), and a campaign that injects is marked
+    injected and prints reproducers that carry the fault. Bad values name their option; a
+    campaign that ran no case warns."""
+    nogpu = dict(ENV, CUDA_VISIBLE_DEVICES="")
+    for args, words in ((["gpu:output"], "engine gpu does not run here"),
+                        (["oracle:output", "--engines", "ref"], "not among --engines")):
+        _, err = expect(2, "fuzz", "--seconds", "2", "--db", "f.db", "--inject-fault", *args,
+                        env=nogpu)
+        check(words in err, f"fuzz --inject-fault {args}: '{words}' not in: {err}")
+        check(not os.path.exists("f.db"), f"fuzz --inject-fault {args} wrote f.db before refusing")
+    _, err = expect(2, "fuzz", "--seconds", "3", "--engines", "ref", "--db", "far.db",
+                    "--inject-fault", "ref:output@99999999")
+    check("landed nowhere" in err, f"a fault past every drawn case's output: {err}")
+    out, _ = expect(1, "fuzz", "--seconds", "3", "--engines", "ref", "--db", "f.db",
+                    "--inject-fault", "ref:output")
+    check(query("f.db", "SELECT injected FROM runs") == [(1,)], "the fuzz run is not injected")
+    repro = [ln for ln in out.splitlines() if "reproduce: tbecheck replay" in ln]
+    check(repro and all("--inject-fault ref:output@0" in ln for ln in repro),
+          f"a reproducer without its fault (it would pass):\n{out}")
+    expect(0, "run", "--db", "f.db", "--engines", "ref", "B=1 E=1 D=1 L=0 seed=0")
+    check(query("f.db", "SELECT injected FROM runs ORDER BY id") == [(1,), (0,)], "runs.injected")
+    for args, words in ((["--seconds", "0"], "bad value '0' for --seconds"),
+                        (["--max-cases", "x"], "bad value 'x' for --max-cases")):
+        _, err = expect(2, "fuzz", "--db", "b.db", *args)
+        check(words in err, f"fuzz {args}: '{words}' not in: {err}")
+    out, _ = expect(0, "fuzz", "--seconds", "2", "--max-cases", "0", "--engines", "ref",
+                    "--db", "z.db")
+    check("warning: no case ran" in out, f"an empty campaign gave no warning:\n{out}")
+
+
 def test_upgrade_v4():
     """A database of schema 4 (before races) is refused by readers, upgraded by the next writer
     (races created, empty), and merges and reports afterwards."""

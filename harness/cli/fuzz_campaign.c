@@ -364,8 +364,8 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
   const char *engines = "ref,gpu,oracle";
   optind = 1;
   opterr = 0;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+  int ch, which = -1;
+  while ((ch = getopt_long(argc, argv, ":", opts, &which)) != -1) {
     char *end = NULL;
     switch (ch) {
     case 'h': fputs(fuzz_usage, stdout); return 0;
@@ -382,8 +382,12 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
     }
     default: return usage("unknown option or missing value: ", argv[optind - 1]);
     }
-    if (end && (*end || end == optarg || *optarg == '-' || (ch == 's' && !(o->seconds > 0))))
-      return usage("bad value for ", argv[optind - 1]);
+    if (end && (*end || end == optarg || *optarg == '-' || (ch == 's' && !(o->seconds > 0)))) {
+      fprintf(stderr, "tbecheck fuzz: bad value '%s' for --%s%s\n", optarg, opts[which].name,
+              ch == 's' ? " (seconds > 0)" : "");
+      fputs(fuzz_usage, stderr);
+      return 2;
+    }
   }
   if (optind != argc)
     return usage("unexpected argument: ", argv[optind]);
@@ -441,9 +445,10 @@ static const eng_check *first_failure(const eng_case_result *r)
 }
 
 /* Shrinks a failing case within the budget, stores the smallest failing one found and prints
- * both. Returns 0 or an exit code. */
+ * both, with its reproducer (fault_arg: "" or the campaign's " --inject-fault E:O@I", without
+ * which an injected failure would not reproduce). Returns 0 or an exit code. */
 static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
-                          const eng_case_result *r, int64_t id)
+                          const eng_case_result *r, int64_t id, const char *fault_arg)
 {
   const eng_check *sig = first_failure(r);
   printf("FAIL  case %-5lld %s\n      %s:%s %s %s: %s: %s\n", (long long)id, canon,
@@ -475,7 +480,7 @@ static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
   } else {
     printf("      already minimal (%d tries)\n", st.tries);
   }
-  printf("      reproduce: tbecheck replay '%s'\n", small);
+  printf("      reproduce: tbecheck replay '%s'%s\n", small, fault_arg);
   fflush(stdout);
   free(small);
   return rc;
@@ -484,9 +489,21 @@ static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
 static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ctx **x,
                     int64_t *run)
 {
-  tbe_status s = db_open(o->db_path, DB_WRITE, d);
+  tbe_status s = eng_open(&o->eng, x);
+  const eng_options *f = &o->eng;
+  if (s.code == TBE_OK && f->fault_output[0] && !(f->engines & (1u << f->fault_engine))) {
+    fprintf(stderr, "tbecheck fuzz: --inject-fault %s:%s lands nowhere: engine %s is not among "
+            "--engines\n", eng_name(f->fault_engine), f->fault_output, eng_name(f->fault_engine));
+    return 2;
+  }
+  if (s.code == TBE_OK && f->fault_output[0] && eng_unavailable(*x, f->fault_engine)) {
+    fprintf(stderr, "tbecheck fuzz: --inject-fault %s:%s lands nowhere: engine %s does not run "
+            "here (%s)\n", eng_name(f->fault_engine), f->fault_output, eng_name(f->fault_engine),
+            eng_unavailable(*x, f->fault_engine));
+    return 2;
+  }
   if (s.code == TBE_OK)
-    s = eng_open(&o->eng, x);
+    s = db_open(o->db_path, DB_WRITE, d);
   if (s.code != TBE_OK) {
     fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
     return s.code == TBE_EINVAL ? 2 : 3;
@@ -504,7 +521,8 @@ static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ct
     .git_commit = ri.git_commit[0] ? ri.git_commit : NULL, .dirty = ri.dirty, .host = ri.host,
     .cpu = ri.cpu[0] ? ri.cpu : "unknown", .driver = ri.driver[0] ? ri.driver : NULL,
     .gpu = eng_gpu_description(*x)[0] ? eng_gpu_description(*x) : NULL,
-    .tool_version = "fuzz", .argv = args, .engines = engines, .repeats = 1};
+    .tool_version = "fuzz", .argv = args, .engines = engines, .repeats = 1,
+    .injected = o->eng.fault_output[0] != '\0'};
   s = db_run_begin(*d, &info, run);
   if (s.code != TBE_OK) {
     fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
@@ -541,6 +559,12 @@ int fuzz_command(int argc, char **argv)
     if ((o.eng.engines & (1u << e)) && !eng_unavailable(x, (eng_id)e))
       bu.engines |= 1u << e;
   long long done = 0, redrawn = 0, skipped = 0;
+  char fault_arg[160] = "";
+  if (o.eng.fault_output[0])
+    snprintf(fault_arg, sizeof fault_arg, " --inject-fault %s:%s@%lld",
+             eng_name(o.eng.fault_engine), o.eng.fault_output, (long long)o.eng.fault_index);
+  int landed = 0;
+  int64_t most = -1; /* the longest the fault's output was in a case (-1: never produced) */
   for (uint64_t i = 0;
        rc < 0 && eng_now_ms() < bu.end_ms && (o.max_cases < 0 || done < o.max_cases); i++) {
     drawn dr;
@@ -559,6 +583,8 @@ int fuzz_command(int argc, char **argv)
     tbe_status s = dr.canon ? eng_run_case(x, dr.c, dr.canon, &r)
                             : tbe_error(TBE_ENOMEM, "fuzz", -1, "out of memory");
     budget_learn(&bu, dr.c, eng_now_ms() - c0);
+    landed |= r.fault_landed;
+    most = r.fault_elements > most ? r.fault_elements : most;
     if (s.code != TBE_OK) {
       fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
       rc = 3;
@@ -569,7 +595,7 @@ int fuzz_command(int argc, char **argv)
         failed++;
         if (live)
           printf("\r\033[K");
-        int k = shrink_failure(x, &bu, &t, dr.canon, &r, id);
+        int k = shrink_failure(x, &bu, &t, dr.canon, &r, id, fault_arg);
         rc = k ? k : -1;
       }
     }
@@ -599,6 +625,19 @@ int fuzz_command(int argc, char **argv)
            live ? "\r\033[K" : "", (long long)run, done, (eng_now_ms() - t0) / 1000, o.seconds,
            failed, redrawn + skipped, redrawn, skipped, o.db_path);
     rc = failed ? 1 : 0;
+    if (done == 0)
+      printf("warning: no case ran (--max-cases 0, or every draw too big for the time)\n");
+    if (o.eng.fault_output[0] && !landed) {
+      /* a fault that moved nothing tested nothing: its run must not read as the suite's pass */
+      if (most <= 0)
+        fprintf(stderr, "tbecheck fuzz: --inject-fault%s landed nowhere: %s produced no '%s' "
+                "in any case\n", fault_arg, eng_name(o.eng.fault_engine), o.eng.fault_output);
+      else
+        fprintf(stderr, "tbecheck fuzz: --inject-fault%s landed nowhere: '%s' of %s had at most "
+                "%lld elements in the cases drawn (@0..@%lld)\n", fault_arg, o.eng.fault_output,
+                eng_name(o.eng.fault_engine), (long long)most, (long long)most - 1);
+      rc = 2;
+    }
   }
   free(t.hash);
   free(t.count);

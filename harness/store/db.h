@@ -36,7 +36,8 @@ typedef struct {
   int dirty;
   const char *host, *cpu, *gpu, *driver, *cuda, *tool_version, *argv, *engines, *shard;
   int repeats;
-  int injected; /* 1: the run injects a fault (--inject-fault); runs.injected */
+  int injected; /* 1: the run injects a fault (--inject-fault); runs.injected (db.c also marks
+                 * every run of a build with a planted fault) */
   const char *campaign; /* runs.campaign: shared by the shards of one campaign, or NULL */
   const char *bench;    /* runs.bench: the benchmark program recording figures, or NULL */
 } db_run_info;
