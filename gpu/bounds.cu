@@ -1,6 +1,6 @@
 /* bounds.cu: the bounds check of TBE_SEMANTICS.md section 2 on the GPU (offsets judged and
- * repaired as a prefix max with CUB, indices checked and repaired), and the offsets half that the
- * fused forward runs first. Twin of ref/bounds.c; not the fused index check (forward.cu).
+ * repaired as a prefix max, indices checked and repaired), and the offsets half that the fused
+ * forward runs first. Twin of ref/bounds.c; not the fused index check (forward.cu).
  *
  * Determinism: the repaired arrays are a pure function of the inputs (the prefix max is exact
  * integer arithmetic, each index is written by one thread); the counter is an integer sum of
@@ -8,16 +8,37 @@
  * position, value) by offender_kernel from the device's inputs. So every output equals the
  * reference's, run to run.
  */
-#include <cub/device/device_scan.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include "cuda_check.h"
 #include "dev_batch.cuh"
 #include "gpu_internal.h"
 
-/* Judges every bag on the original offsets (the last bag's end taken as N) and the last offset. */
-__global__ void check_offsets_kernel(dev_batch b, dev_bounds *s)
+/* The offsets pass runs in blocks of OFFSET_THREADS offsets. Its repair, the prefix max of the
+ * clamped offsets c (c[i] = min(o[i], N), c[0] also clamped at 0), is the identity when no bag
+ * and not the last offset is bad: then o[0] >= 0, o is nondecreasing, o[total_B - 1] <= N and
+ * o[total_B] = N, so c = o and its prefix max is o. So the two repair kernels return at once
+ * when the check found nothing (first_bad_bag is ~0, as the caller set it), and the common case
+ * costs one pass over the offsets. */
+constexpr int OFFSET_THREADS = 256;
+constexpr int PREFIX_THREADS = 1024;
+
+struct max_op {
+  __host__ __device__ int64_t operator()(int64_t a, int64_t b) const { return a > b ? a : b; }
+};
+
+__device__ __forceinline__ int64_t clamped_offset(const dev_batch &b, int64_t i)
+{
+  int64_t v = ld_index_rw(b.offsets, b.itype, i);
+  v = v < b.N ? v : b.N;
+  return i == 0 && v < 0 ? 0 : v;
+}
+
+/* Judges every bag on the original offsets (the last bag's end taken as N) and the last offset;
+ * outside FATAL (block_max set) also leaves each block's max of c in block_max. */
+__global__ void check_offsets_kernel(dev_batch b, dev_bounds *s, int64_t *block_max)
 {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   int bad = 0;
@@ -33,31 +54,52 @@ __global__ void check_offsets_kernel(dev_batch b, dev_bounds *s)
   unsigned n = __popc(__ballot_sync(0xffffffffu, bad));
   if (n && (threadIdx.x & 31) == 0)
     atomicAdd(&s->counter, (unsigned long long)n);
+  if (block_max) {
+    typedef cub::BlockReduce<int64_t, OFFSET_THREADS> reduce;
+    __shared__ typename reduce::TempStorage tmp;
+    const int64_t m = reduce(tmp).Reduce(i < b.total_B ? clamped_offset(b, i) : INT64_MIN,
+                                         max_op());
+    if (threadIdx.x == 0)
+      block_max[blockIdx.x] = m;
+  }
 }
 
-/* c[i] = min(o[i], N), and c[0] also clamped at 0: the running clamp is the prefix max of c. */
-struct clamp_offset {
-  const void *o;
-  tbe_itype itype;
-  int64_t N;
-  __device__ int64_t operator()(int64_t i) const
-  {
-    int64_t v = ld_index_rw(o, itype, i);
-    v = v < N ? v : N;
-    return i == 0 && v < 0 ? 0 : v;
-  }
-};
-
-struct max_op {
-  __host__ __device__ int64_t operator()(int64_t a, int64_t b) const { return a > b ? a : b; }
-};
-
-/* Writes the repaired offsets back in the index dtype, and o'[total_B] = N. */
-__global__ void store_offsets_kernel(dev_batch b, const int64_t *repaired)
+/* One block, when a bad offset was found: block_max[k] becomes the max of c over the blocks
+ * before k (INT64_MIN for block 0), an exclusive prefix max in chunks of PREFIX_THREADS. */
+__global__ void offsets_prefix_kernel(const dev_bounds *s, int64_t *block_max, int64_t blocks)
 {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (s->first_bad_bag == ~0ull)
+    return;
+  typedef cub::BlockScan<int64_t, PREFIX_THREADS> scan;
+  __shared__ typename scan::TempStorage tmp;
+  int64_t carry = INT64_MIN;
+  for (int64_t k0 = 0; k0 < blocks; k0 += PREFIX_THREADS) {
+    const int64_t k = k0 + threadIdx.x;
+    const int64_t v = k < blocks ? block_max[k] : INT64_MIN;
+    int64_t before, all;
+    scan(tmp).ExclusiveScan(v, before, carry, max_op(), all);
+    if (k < blocks)
+      block_max[k] = before;
+    carry = max_op()(carry, all);
+    __syncthreads(); /* tmp is reused by the next chunk */
+  }
+}
+
+/* When a bad offset was found: o'[i] = max(prefix of the blocks before, the block's inclusive
+ * prefix max of c up to i), stored in the index dtype, and o'[total_B] = N. Each block reads and
+ * writes only its own offsets, so the repair is in place. */
+__global__ void store_offsets_kernel(dev_batch b, const dev_bounds *s, const int64_t *prefix)
+{
+  if (s->first_bad_bag == ~0ull)
+    return;
+  typedef cub::BlockScan<int64_t, OFFSET_THREADS> scan;
+  __shared__ typename scan::TempStorage tmp;
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t v = i < b.total_B ? clamped_offset(b, i) : INT64_MIN;
+  scan(tmp).InclusiveScan(v, v, max_op());
+  v = max_op()(v, prefix[blockIdx.x]);
   if (i < b.total_B)
-    st_index(b.offsets, b.itype, i, repaired[i]);
+    st_index(b.offsets, b.itype, i, v);
   else if (i == b.total_B)
     st_index(b.offsets, b.itype, i, b.N);
 }
@@ -136,30 +178,22 @@ tbe_status gpu_bounds_offender(const dev_batch &b, const dev_bounds *d_state,
 tbe_status gpu_bounds_offsets(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,
                               gpu_scratch *scratch, cudaStream_t stream)
 {
-  const int threads = 256;
-  unsigned blocks = (unsigned)((b.total_B + 1 + threads - 1) / threads);
-  check_offsets_kernel<<<blocks, threads, 0, stream>>>(b, d_state);
-  GPU_TRY(cudaGetLastError());
-  if (mode == TBE_BOUNDS_FATAL)
+  const int64_t blocks = (b.total_B + 1 + OFFSET_THREADS - 1) / OFFSET_THREADS;
+  if (mode == TBE_BOUNDS_FATAL) {
+    check_offsets_kernel<<<(unsigned)blocks, OFFSET_THREADS, 0, stream>>>(b, d_state, nullptr);
+    GPU_TRY(cudaGetLastError());
     return tbe_ok();
-  /* repair: prefix max of the clamped offsets (the identity on valid offsets) */
-  auto in = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0),
-                                            clamp_offset{b.offsets, b.itype, b.N});
-  int64_t *repaired;
-  tbe_status st = gpu_scratch_get(scratch, 0, sizeof(int64_t) * (size_t)(b.total_B + 1),
-                                  (void **)&repaired);
+  }
+  int64_t *block_max;
+  tbe_status st = gpu_scratch_get(scratch, 0, sizeof(int64_t) * (size_t)blocks,
+                                  (void **)&block_max);
   if (st.code != TBE_OK)
     return st;
-  size_t temp_bytes = 0;
-  GPU_TRY(cub::DeviceScan::InclusiveScan(nullptr, temp_bytes, in, repaired, max_op(),
-                                         (int)b.total_B, stream));
-  void *temp;
-  if ((st = gpu_scratch_get(scratch, 1, temp_bytes, &temp)).code != TBE_OK)
-    return st;
-  if (b.total_B > 0)
-    GPU_TRY(cub::DeviceScan::InclusiveScan(temp, temp_bytes, in, repaired, max_op(),
-                                           (int)b.total_B, stream));
-  store_offsets_kernel<<<blocks, threads, 0, stream>>>(b, repaired);
+  check_offsets_kernel<<<(unsigned)blocks, OFFSET_THREADS, 0, stream>>>(b, d_state, block_max);
+  GPU_TRY(cudaGetLastError());
+  offsets_prefix_kernel<<<1, PREFIX_THREADS, 0, stream>>>(d_state, block_max, blocks);
+  GPU_TRY(cudaGetLastError());
+  store_offsets_kernel<<<(unsigned)blocks, OFFSET_THREADS, 0, stream>>>(b, d_state, block_max);
   GPU_TRY(cudaGetLastError());
   return tbe_ok();
 }

@@ -100,13 +100,24 @@ __device__ __forceinline__ int64_t load_index(const void *a, int64_t i, bool wri
   return writable ? ((const long long *)a)[i] : __ldg((const long long *)a + i);
 }
 
-/* Adds the per-warp invalid count to the counter (all 32 lanes must call). */
+/* Adds the block's invalid count to the counter with one atomic (every thread of the block must
+ * call: the kernels' only early exit, fatal_stop, reads state written before the launch, so a
+ * block leaves together). The counter is an integer sum, the same in any order; one atomic per
+ * block instead of per warp keeps short-bag launches off the counter's one address. */
 __device__ __forceinline__ void flush_invalid(const gather_launch &g, unsigned long long invalid)
 {
+  __shared__ unsigned long long s_invalid[32];
   for (int o = 16; o > 0; o >>= 1)
     invalid += __shfl_xor_sync(0xffffffffu, invalid, o);
-  if ((threadIdx.x & 31) == 0 && invalid)
-    atomicAdd(&g.state->counter, invalid);
+  if ((threadIdx.x & 31) == 0)
+    s_invalid[threadIdx.x / 32] = invalid;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (unsigned w = 1; w < blockDim.x / 32; w++)
+      invalid += s_invalid[w];
+    if (invalid)
+      atomicAdd(&g.state->counter, invalid);
+  }
 }
 
 __device__ __forceinline__ bool fatal_stop(const gather_launch &g)

@@ -58,7 +58,8 @@ struct gpu_scratch {
 tbe_status gpu_scratch_get(gpu_scratch *s, int slot, size_t bytes, void **p);
 void gpu_scratch_free(gpu_scratch *s);
 
-/* Judges the offsets and, outside FATAL, repairs them (prefix max); adds to d_state. */
+/* Judges the offsets and, outside FATAL, repairs them (prefix max); adds to d_state, whose
+ * first_bad_bag must be ~0 on entry (the repair runs only when the check sets it). */
 tbe_status gpu_bounds_offsets(const dev_batch &b, dev_bounds *d_state, tbe_bounds_mode mode,
                               gpu_scratch *scratch, cudaStream_t stream);
 /* Checks the indices of the (repaired) bags; repairs them outside FATAL. */
