@@ -10,11 +10,14 @@
 extern "C" {
 #endif
 
-/* Times the plain kernel on b (FP16 weights, FP32 output, SUM, unweighted, fixed B, every D a
- * multiple of 8): median of reps after warm-up, in *ms. Its output is copied to out (fp32,
- * l->out_elems) so the caller can check it against the reference. */
-tbe_status gather_ceiling_run(const tbe_batch *b, const tbe_layout *l, int reps, float *ms,
-                              float *out);
+/* Times the plain kernel on b (FP16 weights, FP32 output, SUM, unweighted, fixed B, one D for
+ * every feature with D / 8 a power of two up to 256) on b's own indices and offsets, read as
+ * `width` (TBE_I32 or TBE_I64; converted from b's itype when it differs, the values unchanged):
+ * the median of reps after warm-up of each of its two unroll depths, the faster one in *ms and
+ * its depth in *unroll. That depth's output is copied to out (fp32, l->out_elems) so the caller
+ * can check it against the reference. */
+tbe_status gather_ceiling_run(const tbe_batch *b, const tbe_layout *l, tbe_itype width, int reps,
+                              float *ms, int *unroll, float *out);
 
 #ifdef __cplusplus
 }
