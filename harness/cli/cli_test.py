@@ -579,6 +579,25 @@ def test_fuzz_fault():
     check("warning: no case ran" in out, f"an empty campaign gave no warning:\n{out}")
 
 
+def test_merge_refused():
+    """merge checks every input before it writes: a bad input (not a database, or missing)
+    refuses the whole merge with exit 2, creates no output and leaves an existing one as it
+    was."""
+    expect(0, "run", "--db", "good.db", "--engines", "ref", "B=4 seed=1")
+    with open("notsqlite.db", "w") as f:
+        f.write("this is not a database\n" * 10)
+    out, err = expect(2, "merge", "out.db", "good.db", "notsqlite.db")
+    check("added" not in out, f"merge printed progress before refusing:\n{out}")
+    check(not os.path.exists("out.db"), "a refused merge created out.db")
+    expect(2, "merge", "new.db", "missing.db")
+    check(not os.path.exists("new.db"), "a merge of a missing database left new.db behind")
+    expect(0, "merge", "kept.db", "good.db")
+    before = read_bytes("kept.db")
+    expect(0, "run", "--db", "other.db", "--engines", "ref", "B=4 seed=2")
+    expect(2, "merge", "kept.db", "other.db", "missing.db")
+    check(read_bytes("kept.db") == before, "a refused merge changed the existing output")
+
+
 def test_upgrade_v4():
     """A database of schema 4 (before races) is refused by readers, upgraded by the next writer
     (races created, empty), and merges and reports afterwards."""

@@ -41,7 +41,17 @@ int cmd_merge(int argc, char **argv)
   if (argc - optind < 2)
     return usage_error(merge_usage);
   db *d;
-  tbe_status st = db_open(argv[optind], DB_WRITE, &d);
+  tbe_status st = tbe_ok();
+  /* every input is checked before the output is opened (or created): a bad one refuses the
+   * whole merge and writes nothing */
+  for (int a = optind + 1; st.code == TBE_OK && a < argc; a++) {
+    st = db_open(argv[a], DB_READ, &d);
+    if (st.code == TBE_OK)
+      db_close(d);
+  }
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  st = db_open(argv[optind], DB_WRITE, &d);
   for (int a = optind + 1; st.code == TBE_OK && a < argc; a++) {
     int added, open_runs;
     st = db_merge(d, argv[a], &added, &open_runs);
