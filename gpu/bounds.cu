@@ -66,7 +66,8 @@ __global__ void check_offsets_kernel(dev_batch b, dev_bounds *s, int64_t *block_
 
 /* One block, when a bad offset was found: block_max[k] becomes the max of c over the blocks
  * before k (INT64_MIN for block 0), an exclusive prefix max in chunks of PREFIX_THREADS. */
-__global__ void offsets_prefix_kernel(const dev_bounds *s, int64_t *block_max, int64_t blocks)
+__global__ void __launch_bounds__(PREFIX_THREADS)
+    offsets_prefix_kernel(const dev_bounds *s, int64_t *block_max, int64_t blocks)
 {
   if (s->first_bad_bag == ~0ull)
     return;
