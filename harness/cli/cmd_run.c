@@ -14,7 +14,7 @@
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
     "                    [--shard I/N|auto] [--campaign ID] [--max-violations N]\n"
-    "                    [--inject-fault ENGINE:OUTPUT] [--max-memory SIZE]\n"
+    "                    [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
     "engine pair and path, and a warning for each engine that could not run here. All cases\n"
@@ -40,7 +40,7 @@ static const char run_usage[] =
 static const char import_usage[] =
     "usage: tbecheck import DIR [--pool sum|mean|none] [--out fp32|fp16|bf16]\n"
     "                       [--bounds fatal|warning|ignore|none] [--db PATH] [--engines LIST]\n"
-    "                       [--max-violations N] [--inject-fault ENGINE:OUTPUT]\n"
+    "                       [--max-violations N] [--inject-fault ENGINE:OUTPUT[@I]]\n"
     "Runs a captured batch given as .npy files in DIR (harness/store/import.h: weights, E, D,\n"
     "indices and offsets required; table_offset, feature_table_map, B_vbe, per_sample_weights\n"
     "optional) through the engines and stores it as a run of one case, named by a digest of the\n"
@@ -48,7 +48,7 @@ static const char import_usage[] =
 
 static const char replay_usage[] =
     "usage: tbecheck replay ID|CASE [--db PATH] [--engines LIST] [--max-violations N]\n"
-    "                       [--inject-fault ENGINE:OUTPUT] [--max-memory SIZE]\n"
+    "                       [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
     "Reruns one case (a case text, or the id or hash of a case in the database) and prints every\n"
     "comparison in detail with its first violations at their coordinates: (t, b, d) for pooled\n"
     "outputs, (p, d) for pooling NONE, p for indices, bag for offsets. Stores nothing.\n"
