@@ -796,6 +796,14 @@ def test_import_edge():
     os.makedirs("dirw/weights.npy")
     _, err = expect(2, "import", "dirw", "--engines", "ref")
     check("weights.npy is not a .npy file (not a regular file)" in err, err)
+    # weights are flat and E holds one value per table: 2-D shapes of the same count are refused
+    for name, descr, shape, data in (("weights", "<f4", (4, 2), b"\0" * 32),
+                                     ("E", "<i8", (1, 2), (2).to_bytes(8, "little") * 2)):
+        shutil.rmtree("shaped", ignore_errors=True)
+        shutil.copytree("empty", "shaped")
+        write_npy(f"shaped/{name}.npy", descr, shape, data)
+        _, err = expect(2, "import", "shaped", "--engines", "ref")
+        check(f"{name}.npy is shaped {shape}" in err and "one-dimensional" in err, err)
 
 
 def test_readonly_db():

@@ -35,6 +35,13 @@ static tbe_status import_read(const char *dir, const char *name, int required, n
   tbe_status s = npy_read(path, a);
   if (s.code != TBE_OK)
     return s;
+  /* every array but B_vbe ([T, R]) is one-dimensional: flat weights, one E and D per table */
+  if (a->ndim != 1 && strcmp(name, "B_vbe")) {
+    s = tbe_error(TBE_EINVAL, name, -1, "%s is shaped (%lld, %lld); it must be one-dimensional",
+                  path, (long long)a->shape[0], (long long)a->shape[1]);
+    npy_free(a);
+    return s;
+  }
   *present = 1;
   *digest = eng_fnv1a(*digest, name, strlen(name) + 1);
   *digest = eng_fnv1a(*digest, a->shape, sizeof a->shape);
