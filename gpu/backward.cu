@@ -24,17 +24,18 @@ namespace {
 
 const int CLS_BLOCK = 256;
 
-/* Runs of one block tile by kind: short per bucket, long, and the long runs' chunks. */
-struct cls_counts {
-  unsigned s[BWD_BUCKETS];
+/* Runs of one block tile by kind: short per bucket (S buckets: BWD_BUCKETS, or 1 when no
+ * short list is written), long, and the long runs' chunks. */
+template <int S> struct cls_counts {
+  unsigned s[S];
   unsigned l, c;
 };
-struct cls_add {
-  __device__ cls_counts operator()(const cls_counts &a, const cls_counts &b) const
+template <int S> struct cls_add {
+  __device__ cls_counts<S> operator()(const cls_counts<S> &a, const cls_counts<S> &b) const
   {
-    cls_counts r;
+    cls_counts<S> r;
 #pragma unroll
-    for (int k = 0; k < BWD_BUCKETS; k++)
+    for (int k = 0; k < S; k++)
       r.s[k] = a.s[k] + b.s[k];
     r.l = a.l + b.l;
     r.c = a.c + b.c;
@@ -65,33 +66,36 @@ __device__ __forceinline__ int32_t key_table(const dev_bwd &w, uint64_t key)
 }
 
 /* Stream-compacts the runs into the short lists and the long list: an in-block prefix sum of
- * the kinds, then one atomic per block and counter for the block's base. */
+ * the kinds, then one atomic per block and counter for the block's base. DIRECT (the short tier
+ * reads the encode's runs, bwd_direct_run): only the long list is written. */
+template <bool DIRECT>
 __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
 {
-  typedef cub::BlockScan<cls_counts, CLS_BLOCK> scan_t;
+  constexpr int S = DIRECT ? 1 : BWD_BUCKETS;
+  typedef cls_counts<S> counts_t;
+  typedef cub::BlockScan<counts_t, CLS_BLOCK> scan_t;
   __shared__ typename scan_t::TempStorage tmp;
-  __shared__ cls_counts base;
+  __shared__ counts_t base;
   const int64_t n = w.counts->num_runs;
   const int wide = bucket_of(w.max_D);
   for (int64_t t0 = (int64_t)blockIdx.x * CLS_BLOCK; t0 < n; t0 += (int64_t)gridDim.x * CLS_BLOCK) {
     const int64_t r = t0 + threadIdx.x;
-    cls_counts mine = {};
+    counts_t mine = {};
     int kind = 0, k = 0;
     int32_t table = 0, chunks = 0;
     if (r < n) {
       const uint64_t key = bwd_key(w, r);
       if (key != (uint64_t)w.sentinel) {
-        table = key_table(w, key);
         const int32_t len = w.run_len[r];
-#if defined(TBE_FAULT_THRESHOLD_GT) /* planted: SL == threshold counted short */
-        if (len <= w.threshold) {
-#else
-        if (len < w.threshold) {
-#endif
-          k = w.bucket ? bucket_of(w.b.D[table]) : wide;
-          mine.s[k] = 1;
-          kind = 1;
+        if (bwd_is_short(w, len)) {
+          if (!DIRECT) {
+            table = key_table(w, key);
+            k = w.bucket ? bucket_of(w.b.D[table]) : wide;
+            mine.s[k % S] = 1;
+            kind = 1;
+          }
         } else {
+          table = key_table(w, key);
           chunks = (int32_t)((len + (int64_t)w.chunk - 1) / w.chunk);
           mine.l = 1;
           mine.c = (unsigned)chunks;
@@ -99,11 +103,11 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
         }
       }
     }
-    cls_counts excl, total;
-    const cls_counts zero = {};
-    scan_t(tmp).ExclusiveScan(mine, excl, zero, cls_add(), total);
+    counts_t excl, total;
+    const counts_t zero = {};
+    scan_t(tmp).ExclusiveScan(mine, excl, zero, cls_add<S>(), total);
     if (threadIdx.x == 0) {
-      for (int b = 0; b < BWD_BUCKETS; b++)
+      for (int b = 0; b < (DIRECT ? 0 : S); b++)
         base.s[b] = total.s[b] ? atomicAdd(&w.counts->shorts[b], total.s[b]) : 0;
       base.l = total.l ? atomicAdd(&w.counts->longs, total.l) : 0;
       base.c = total.c ? atomicAdd(&w.counts->chunks, total.c) : 0;
@@ -112,7 +116,7 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
     if (kind) {
       const bwd_run run = {w.run_start[r], w.run_len[r], table, 0, bwd_key(w, r)};
       if (kind == 1)
-        w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = run;
+        w.shorts[w.short_base[k] + base.s[k % S] + excl.s[k % S]] = run;
       else
         w.longs[base.l + excl.l] = {run, (int32_t)(base.c + excl.c), chunks};
     }
@@ -159,7 +163,7 @@ struct gpu_bwd {
   float *pristine_momentum;
   size_t weight_bytes;
   int64_t rows, short_cap[BWD_BUCKETS];
-  int fused, no_bucket, noise;
+  int fused, no_bucket, no_direct, noise;
   gpu_noise noise_kernel;
   cudaEvent_t ev[6];
   bool timed;
@@ -178,12 +182,14 @@ static tbe_status bwd_alloc(gpu_bwd *g, size_t n, size_t elem, void **p)
   return g->arena.alloc(tbe_mul_size(n, elem), p);
 }
 
-/* Takes gc's values (NULL: the defaults) after checking them; no_bucket only at setup. */
+/* Takes gc's values (NULL: the defaults) after checking them; no_bucket and no_direct only at
+ * setup (they size the run lists). */
 static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
 {
   const gpu_bwd_config c = gc ? *gc : gpu_bwd_config{};
   const char *bad = c.long_mode != GPU_LONG_ACCUM && c.long_mode != GPU_LONG_FUSED ? "long_mode"
                     : c.no_bucket != 0 && c.no_bucket != 1                        ? "no_bucket"
+                    : c.no_direct != 0 && c.no_direct != 1                        ? "no_direct"
                     : c.grid < 0 || c.grid > GPU_MAX_GRID                         ? "grid"
                     : c.order < GPU_ORDER_ASC || c.order > GPU_ORDER_SHUFFLE      ? "order"
                     : c.noise != 0 && c.noise != 1                                ? "noise"
@@ -196,7 +202,11 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
     return tbe_error(TBE_EINVAL, "no_bucket", -1, "no_bucket sized the backward's buffers when it "
                      "was opened; it cannot change afterwards");
   dev_bwd &w = g->w;
+  if (!setup && c.no_direct != g->no_direct)
+    return tbe_error(TBE_EINVAL, "no_direct", -1, "no_direct sized the backward's buffers when it "
+                     "was opened; it cannot change afterwards");
   g->no_bucket = c.no_bucket;
+  g->no_direct = c.no_direct;
   w.bucket = !c.no_bucket;
   w.short_width = c.short_width;
   w.long_width = c.long_width;
@@ -270,7 +280,15 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     STATUS_TRY(gpu_transpose_bytes<uint32_t>(N, bits, &g->t.temp_bytes));
   STATUS_TRY(g->arena.alloc(g->t.temp_bytes, &g->t.temp));
 
-  /* the run lists: bucket k holds at most min(N, rows of the tables in it) short runs */
+  /* direct: every table as wide as table 0 and right after the one before it */
+  bool direct = !g->no_direct && h->num_tables > 0;
+  for (int32_t j = 0; j < h->num_tables && direct; j++)
+    direct = h->D[j] == h->D[0] &&
+             h->table_offset[j] == h->table_offset[0] + rows_cumsum[j] * h->D[0];
+  w.direct_D = direct ? h->D[0] : 0;
+  w.direct_base = h->table_offset[0];
+  /* the run lists: bucket k holds at most min(N, rows of the tables in it) short runs (direct:
+   * none is written, but short_cap still bounds the short tier's grid) */
   std::vector<int64_t> bucket_rows(BWD_BUCKETS, 0);
   for (int32_t j = 0; j < h->num_tables; j++)
     bucket_rows[w.bucket ? bucket_of(h->D[j]) : bucket_of(w.max_D)] += h->E[j];
@@ -279,8 +297,10 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     g->short_cap[k] = std::min<int64_t>(N, bucket_rows[k]);
     w.short_base[k + 1] = w.short_base[k] + g->short_cap[k];
   }
-  STATUS_TRY(bwd_alloc(g, (size_t)w.short_base[BWD_BUCKETS], sizeof(bwd_run), &p));
-  w.shorts = (bwd_run *)p;
+  if (!direct) {
+    STATUS_TRY(bwd_alloc(g, (size_t)w.short_base[BWD_BUCKETS], sizeof(bwd_run), &p));
+    w.shorts = (bwd_run *)p;
+  }
   w.long_cap = std::min<int64_t>(N / w.threshold, g->rows);
   w.chunk_cap = std::min<int64_t>(N, N / w.chunk + w.long_cap);
   STATUS_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(bwd_long), &p));
@@ -403,7 +423,10 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   if (w.b.N > 0) {
     const unsigned blocks =
         (unsigned)std::min<int64_t>((w.b.N + CLS_BLOCK - 1) / CLS_BLOCK, gpu_bwd_max_blocks());
-    classify_kernel<<<blocks, CLS_BLOCK, 0, stream>>>(w);
+    if (w.direct_D)
+      classify_kernel<true><<<blocks, CLS_BLOCK, 0, stream>>>(w);
+    else
+      classify_kernel<false><<<blocks, CLS_BLOCK, 0, stream>>>(w);
     GPU_TRY(cudaGetLastError());
   }
   if (timed)

@@ -58,7 +58,11 @@ struct dev_bwd {
   const int32_t *run_start;    /* [N] exclusive sum of run_len */
   const int32_t *pos;          /* [N] sorted values: bags or positions (val_bag) */
   bwd_counts *counts;
-  bwd_run *shorts;             /* short runs, bucket k at short_base[k] */
+  int32_t direct_D;            /* > 0: the short tier reads the encode's runs (bwd_direct_run):
+                                  every table is this wide, table j's rows from element
+                                  direct_base + rows_cumsum[j] * direct_D; 0: it reads shorts */
+  int64_t direct_base;
+  bwd_run *shorts;             /* short runs, bucket k at short_base[k] (unused when direct) */
   int64_t short_base[BWD_BUCKETS + 1];
   bwd_long *longs;             /* [long_cap] */
   int32_t *countdown;          /* [long_cap] chunks left per long run (fused) */
@@ -87,6 +91,30 @@ struct dev_bwd {
 __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
 {
   return w.key64 ? ((const uint64_t *)w.run_key)[r] : ((const uint32_t *)w.run_key)[r];
+}
+
+/* Whether a run of len entries goes through the short tier (the classification and the direct
+ * short tier ask the same question). */
+__device__ __forceinline__ bool bwd_is_short(const dev_bwd &w, int32_t len)
+{
+#if defined(TBE_FAULT_THRESHOLD_GT) /* planted: SL == threshold counted short */
+  return len <= w.threshold;
+#else
+  return len < w.threshold;
+#endif
+}
+
+/* Run r of the encode as the short tier sees it (direct): its descriptor, or the empty run
+ * (length 0, key 0) when it is long or the sentinel's, which other tiers own or nobody does.
+ * The table is not needed: every table has one width and row key's weights start at element
+ * direct_base + key * direct_D. */
+__device__ __forceinline__ bwd_run bwd_direct_run(const dev_bwd &w, int32_t r)
+{
+  const uint64_t key = bwd_key(w, r);
+  const int32_t len = w.run_len[r], start = w.run_start[r]; /* loaded together */
+  if (key == (uint64_t)w.sentinel || !bwd_is_short(w, len))
+    return bwd_run{};
+  return {start, len, 0, 0, key};
 }
 
 /* Element offset of G's row for an entry of bag `bag` at position p (pooled: the bag's slice;

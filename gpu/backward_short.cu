@@ -7,7 +7,10 @@
  * the optimizer (optimizer.cuh). Each run is owned by one group, so the bits do not depend on
  * the order of the short list (the classification fills it with atomics).
  * Buckets: a launch per next_pow2(D) bucket, each with its group shape (bwd_shape); with
- * bucketing off every short run goes through the widest table's bucket.
+ * bucketing off every short run goes through the widest table's bucket. Direct (bwd.direct,
+ * where every table has one width and the tables lie back to back): one launch walks the
+ * encode's runs itself, passing over the long ones and the sentinel's, so the classification
+ * writes no short list and this tier reads no descriptor.
  */
 #include <algorithm>
 
@@ -34,6 +37,18 @@ constexpr int short_min_blocks(int cols, int vec)
   return short_ahead(cols, vec) ? 5 : vec == 4 && cols == 64 ? 6 : 1;
 }
 
+/* Run i of the tier's n: the list's descriptor, or (DIRECT) the encode's run i, empty where it
+ * is not short (bwd_direct_run); past n the empty run. A group whose run is empty is not live:
+ * it only keeps its warp's steps together. */
+template <bool DIRECT>
+__device__ __forceinline__ bwd_run short_run(const dev_bwd &w, const bwd_run *list, int32_t i,
+                                             int32_t n)
+{
+  if (i >= n)
+    return bwd_run{};
+  return DIRECT ? bwd_direct_run(w, i) : list[i];
+}
+
 /* What a run's sum and update need first, loaded a run ahead: its table's width, this lane's
  * first sorted value and the weight element of the row's column 0. */
 struct short_head {
@@ -41,18 +56,23 @@ struct short_head {
   int64_t at;
 };
 
-/* The weight element of run r's row, column 0. */
+/* The weight element of run r's row, column 0 (DIRECT: the tables lie back to back, one wide). */
+template <bool DIRECT>
 __device__ __forceinline__ int64_t short_weight_at(const dev_bwd &w, const bwd_run &r)
 {
+  if (DIRECT)
+    return w.direct_base + (int64_t)r.key * w.direct_D;
   return bwd_weight_at(w, r.table, (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]));
 }
 
+template <bool DIRECT>
 __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bwd_run &r,
-                                                      bool live, int lane)
+                                                      int lane)
 {
-  if (!live) /* (table 0 may be wider than this bucket) */
+  if (r.len == 0) /* not live (table 0 may be wider than this bucket) */
     return {0, 0, 0};
-  return {w.b.D[r.table], bwd_pos(w, r.start, r.start + r.len, lane), short_weight_at(w, r)};
+  return {DIRECT ? w.direct_D : w.b.D[r.table], bwd_pos(w, r.start, r.start + r.len, lane),
+          short_weight_at<DIRECT>(w, r)};
 }
 
 /* The groups of a warp step together: the warp runs while its first group has a run, and
@@ -61,8 +81,9 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
  * convergence loop). With AHEAD a group's runs go through a three-stage pipeline, so that one
  * trip to memory is waited for per run, not four: the descriptor two runs ahead, the head one
  * run ahead, then this run's gradient rows with its weights and momentum loaded beside them.
- * Without it the descriptor is one run ahead. Runs are counted in int32 (fewer than N < 2^31). */
-template <int W, int CPL, int VEC, int U, bool PLAIN,
+ * Without it the descriptor is one run ahead. Runs are counted in int32 (fewer than N < 2^31).
+ * DIRECT: the runs are the encode's, every one of them, the long and the sentinel's empty. */
+template <int W, int CPL, int VEC, int U, bool PLAIN, bool DIRECT,
           bool AHEAD = short_ahead(W * CPL * VEC, VEC)>
 __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
     short_kernel(dev_bwd w, int k)
@@ -71,32 +92,30 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu;
   float *x = rows[threadIdx.x / W];
-  const int32_t n = (int32_t)w.counts->shorts[k];
-  const bwd_run *list = w.shorts + w.short_base[k];
+  const int32_t n = DIRECT ? w.counts->num_runs : (int32_t)w.counts->shorts[k];
+  const bwd_run *list = DIRECT ? nullptr : w.shorts + w.short_base[k];
   const int32_t groups = (int32_t)gridDim.x * (BLOCK / W);
   int32_t i = (int32_t)blockIdx.x * (BLOCK / W) + (int32_t)threadIdx.x / W;
   const int32_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
-  bwd_run next = i < n ? list[i] : bwd_run{}; /* this run's descriptor, loaded a run ago */
-  bwd_run ahead = AHEAD && i + groups < n ? list[i + groups] : bwd_run{}; /* AHEAD: the next */
-  short_head h = AHEAD ? short_head_load(w, next, i < n, lane) : short_head{};
+  bwd_run next = short_run<DIRECT>(w, list, i, n); /* this run's descriptor, loaded a run ago */
+  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, i + groups, n) : bwd_run{}; /* the next */
+  short_head h = AHEAD ? short_head_load<DIRECT>(w, next, lane) : short_head{};
   for (; i - lag < n; i += groups) {
-    const bool live = i < n;
     const bwd_run r = next;
+    const bool live = r.len > 0;
     const int32_t far = i + (AHEAD ? 2 : 1) * groups; /* the run whose descriptor loads now */
     if (!AHEAD) {
-      if (far < n)
-        next = list[far];
-      h = short_head_load(w, r, live, lane);
+      next = short_run<DIRECT>(w, list, far, n);
+      h = short_head_load<DIRECT>(w, r, lane);
     }
     float *m = w.momentum ? w.momentum + r.key : nullptr;
     dev_row<W, CPL, VEC, AHEAD> wr;
     short_head after{};
     if (AHEAD) {
       dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
-      after = short_head_load(w, ahead, i + groups < n, lane);
+      after = short_head_load<DIRECT>(w, ahead, lane);
       next = ahead;
-      if (far < n)
-        ahead = list[far];
+      ahead = short_run<DIRECT>(w, list, far, n);
     }
     float g[CPL][VEC];
     const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)r.len) : r.len;
@@ -128,10 +147,17 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
     constexpr bool P = VEC == 4;
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
-      if (plain)
-        short_kernel<S::W, S::CPL, VEC, U, P><<<blocks, BLOCK, 0, stream>>>(w, k);
+      auto at = [&](auto direct) {
+        constexpr bool DIRECT = decltype(direct)::value != 0;
+        if (plain)
+          short_kernel<S::W, S::CPL, VEC, U, P, DIRECT><<<blocks, BLOCK, 0, stream>>>(w, k);
+        else
+          short_kernel<S::W, S::CPL, VEC, U, false, DIRECT><<<blocks, BLOCK, 0, stream>>>(w, k);
+      };
+      if (w.direct_D)
+        at(bwd_ic<1>());
       else
-        short_kernel<S::W, S::CPL, VEC, U, false><<<blocks, BLOCK, 0, stream>>>(w, k);
+        at(bwd_ic<0>());
     };
     bwd_with_width<S::U>(w.short_width, go);
   });

@@ -1,7 +1,7 @@
 /* run_config.h: how an engine runs a batch without changing what it computes: the GPU
  * forward's and backward's configurations (case keys fwd.*, fused_bounds, bwd.long, bwd.bucket,
- * bwd.width and the schedule). Plain C, no numerics: the knobs that change bits (threshold,
- * chunk, combine) are ref_bwd_config's (backward.h).
+ * bwd.direct, bwd.width and the schedule). Plain C, no numerics: the knobs that change bits
+ * (threshold, chunk, combine) are ref_bwd_config's (backward.h).
  *
  * One type per concern: the case language parses these keys straight into these structs
  * (tbe_knobs embeds them), and gpu/ reads them; nothing copies them field by field between.
@@ -23,8 +23,8 @@ typedef struct {
   gpu_small_mode small; /* small-table tensor-core path for eligible features */
 } gpu_fwd_config;
 
-/* How the backward runs (case keys bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order,
- * bwd.noise, bwd.delay); the numerics-changing knobs (threshold, chunk, combine) are
+/* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,
+ * bwd.order, bwd.noise, bwd.delay); the numerics-changing knobs (threshold, chunk, combine) are
  * ref_bwd_config's. Zero values mean the defaults. No bit of any result depends on these: grid,
  * order, noise and delay only change the schedule (which group runs which chunk program, and
  * when), which is what `tbecheck race` varies. */
@@ -37,6 +37,9 @@ typedef struct {
                               workload and the hot row, bench/RESULTS.md), or fused fence +
                               countdown */
   int no_bucket;           /* 1: every short run in the widest table's bucket (bwd.bucket=0) */
+  int no_direct;           /* 1: the short tier reads the classification's run lists even where
+                              it could read the runs where the encode left them (bwd.direct=0;
+                              direct needs one width for every table, laid out back to back) */
   int short_width;         /* entries in flight per group on short runs: 0 (policy: 2), 2 or 4 */
   int long_width;          /* the same for the chunks of long runs (policy: 2) */
   int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per

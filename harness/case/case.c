@@ -31,8 +31,8 @@ typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
   K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
   K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
-  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH,
-  K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_SEED, K_COUNT
+  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT,
+  K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -40,8 +40,8 @@ static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
   "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
   "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
-  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.width",
-  "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "seed"};
+  "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.direct",
+  "bwd.width", "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -646,6 +646,11 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_int(ps, v, r, "0 or 1");
     c->knobs.gpu_bwd.no_bucket = x == 0;
     return tbe_ok();
+  case K_BWD_DIRECT:
+    if ((r = parse_int(v, 0, 1, &x)) != NUM_OK)
+      return fail_int(ps, v, r, "0 or 1");
+    c->knobs.gpu_bwd.no_direct = x == 0;
+    return tbe_ok();
   case K_BWD_WIDTH:
     r = parse_int(v, 2, 4, &x);
     if (r == NUM_OK && x == 3)
@@ -801,8 +806,8 @@ static tbe_status check_knobs(parse_state *ps)
                 "but bounds=none has no bounds check");
   static const key_id backward_keys[] = {K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
-                                         K_BWD_LONG, K_BWD_BUCKET, K_BWD_WIDTH, K_BWD_GRID,
-                                         K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY};
+                                         K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT, K_BWD_WIDTH,
+                                         K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -915,8 +920,8 @@ tbe_status case_parse(const char *text, tbe_case **out)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
                    "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
                    "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
-                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.width bwd.grid "
-                   "bwd.order bwd.noise bwd.delay seed", slen(key), key.s, slen(whole),
+                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.direct bwd.width "
+                   "bwd.grid bwd.order bwd.noise bwd.delay seed", slen(key), key.s, slen(whole),
                    whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1041,6 +1046,7 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   if (g->long_mode)
     sb_word(s, K_BWD_LONG, long_words[g->long_mode]);
   sb_int(s, K_BWD_BUCKET, !g->no_bucket, 1);
+  sb_int(s, K_BWD_DIRECT, !g->no_direct, 1);
   sb_int(s, K_BWD_WIDTH, g->short_width, 0);
   sb_int(s, K_BWD_GRID, g->grid, 0);
   if (g->order)
@@ -1177,8 +1183,8 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
   const gpu_bwd_config *p = &a->gpu_bwd, *q = &b->gpu_bwd;
   return f->bags == g->bags && f->width == g->width && f->small == g->small &&
          f->fused_bounds == g->fused_bounds && p->long_mode == q->long_mode &&
-         p->no_bucket == q->no_bucket && p->short_width == q->short_width &&
-         p->long_width == q->long_width && p->grid == q->grid && p->order == q->order &&
+         p->no_bucket == q->no_bucket && p->no_direct == q->no_direct &&
+         p->short_width == q->short_width && p->long_width == q->long_width && p->grid == q->grid && p->order == q->order &&
          p->noise == q->noise && p->delay == q->delay &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&

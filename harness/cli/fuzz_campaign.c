@@ -159,6 +159,8 @@ static void edge(draw *d)
     set(d, "bwd.width", "%d", rnd(d, 2) ? 2 : 4);
     if (rnd(d, 4) == 0)
       set(d, "bwd.bucket", "0");
+    if (rnd(d, 4) == 0)
+      set(d, "bwd.direct", "0");
     if (rnd(d, 2)) {
       set(d, "wdtype", "%s", rnd(d, 2) ? "fp16" : "bf16");
       set(d, "sr", "1");
