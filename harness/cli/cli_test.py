@@ -25,7 +25,7 @@ import tempfile
 import time
 
 SKIP = 77
-TB = SRC = None
+TB = SRC = CUDA = None
 # Several tbecheck processes run at once here (and ctest runs tests side by side): libgomp's
 # default active spin-wait would make each many times slower on a 2-core CI machine.
 ENV = dict(os.environ)
@@ -80,6 +80,12 @@ def scalar(db, sql, params=()):
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def db_bytes(path):
+    """A database's stored bytes: the file and what its WAL holds (a reader leaves it empty)."""
+    wal = path + "-wal"
+    return read_bytes(path), read_bytes(wal) if os.path.exists(wal) else b""
 
 
 def rows_per_case(db, run):
@@ -405,11 +411,26 @@ def test_import():
 
 
 def test_replay():
-    expect(0, "run", "--engines", "ref", "B=4 L=2 seed=3")
+    expect(0, "run", "--engines", "ref", "--repeat", "3", "B=4 L=2 seed=3")
     h = scalar("tbecheck.db", "SELECT hash FROM cases")
     for key in ("1", h, "L=2 seed=3"):
         out, _ = expect(0, "replay", "--engines", "ref", key)
         check("ref:exact" in out and "L=2 seed=3" in out, f"replay {key}:\n{out}")
+    # --result takes list's first column, a result id; a bare number stays a case id
+    expect(0, "run", "--engines", "ref", "B=5 L=1 seed=4")
+    rid, cid = query("tbecheck.db", "SELECT id, case_id FROM results ORDER BY id DESC LIMIT 1")[0]
+    check(rid > 2 and cid == 2, f"result {rid} of case {cid}: the test needs them apart")
+    listed, _ = expect(0, "list")
+    check(any(l.split()[:1] == [str(rid)] and l.split()[2] == "2" for l in listed.splitlines()),
+          f"list does not print result {rid} beside its case 2:\n{listed}")
+    out, _ = expect(0, "replay", "--engines", "ref", "--result", str(rid))
+    check("L=1 seed=4" in out and "B=5" in out, f"replay --result {rid}:\n{out}")
+    _, err = expect(2, "replay", "--engines", "ref", str(rid))
+    check(f"no case with id or hash '{rid}'" in err and "--result" in err, err)
+    _, err = expect(2, "replay", "--result", "99999")
+    check("tbecheck.db has no result 99999" in err, err)
+    _, err = expect(2, "replay", "--result", str(rid), "B=4")
+    check("give no case or id beside it" in err, err)
 
 
 def test_oracle_skip():
@@ -477,6 +498,15 @@ def test_fault_nowhere():
     """A fault that lands nowhere tests nothing: bad usage, exit 2, naming why."""
     case = "B=4 D=64"  # output [4, 64]: 256 elements
     out, _ = expect(1, "run", "--engines", "ref", "--inject-fault", "ref:output@255", case)
+    before = db_bytes("tbecheck.db")
+    # refused at the run's end (only then is it known where the fault landed): nothing stored
+    _, err = expect(2, "run", "--engines", "ref", "--inject-fault", "ref:output@999999", "B=4")
+    check("nothing was stored" in err, err)
+    check(db_bytes("tbecheck.db") == before, "a refused injected run changed the database")
+    _, err = expect(2, "run", "--engines", "ref", "--db", "new.db", "--inject-fault",
+                    "ref:weights", "B=4")  # a forward-only case: no weights
+    check("produced no 'weights'" in err and not os.path.exists("new.db"),
+          f"a refused run left {os.listdir('.')}: {err}")
     for args, words in ((["ref:output@256"], "at most 256 elements"),
                         (["ref:output@999999999"], "at most 256 elements"),
                         (["oracle:nosuchoutput"], "has no output 'nosuchoutput'"),
@@ -492,7 +522,8 @@ def test_fault_nowhere():
     check("produced no 'output'" in err, err)
     _, err = expect(2, "replay", "--engines", "ref", "--inject-fault", "ref:output@256", case)
     check("landed nowhere" in err, err)
-    check(runs_in("tbecheck.db") == 5, "a fault refused before it ran still recorded a run")
+    check(runs_in("tbecheck.db") == 1 and db_bytes("tbecheck.db") == before,
+          "a refused fault recorded a run")
 
 
 def test_injected():
@@ -748,6 +779,28 @@ def test_export_dir():
     check(sorted(os.listdir("d2")) == ["0000"], f"stale case directories: {os.listdir('d2')}")
 
 
+def test_output_paths():
+    """An output path that cannot be written is bad input (exit 2), found before any work, and
+    the check leaves no file behind; a directory export makes with its parents still works."""
+    expect(0, "run", "--engines", "ref", "B=4")
+    os.makedirs("ro")
+    os.chmod("ro", 0o555)
+    try:
+        bad = ["/proc/x", "ro/x"] if os.geteuid() else ["/proc/x"]  # root writes into ro/
+        for path in bad:
+            _, err = expect(2, "export", "B=4", path)
+            check(f"cannot write the export directory {path}" in err, err)
+            _, err = expect(2, "report", "--html", path + ".html")
+            check(f"cannot write the report {path}.html" in err and "nothing was done" in err, err)
+        _, err = expect(2, "report", "--html", "ro")
+        check("it is a directory" in err, err)
+    finally:
+        os.chmod("ro", 0o755)
+    check(os.listdir("ro") == [], f"the checks left {os.listdir('ro')}")
+    expect(0, "export", "B=4", "a/b/c")
+    check(os.path.exists("a/b/c/manifest.json"), "export did not make a/b/c")
+
+
 def test_big_cases():
     """Cases that fit the language but not the machine are refused at once, with both figures,
     before anything is generated or stored; no kill, no result."""
@@ -828,6 +881,17 @@ def test_readonly_db():
             out, err = expect(0, *args, "--db", os.path.abspath(db), **as_other)
             check("readonly" not in err, f"{args}: {err}")
         check(os.listdir(arch) == ["r.db"], f"a reader wrote beside it: {os.listdir(arch)}")
+        # a writer who may not write the file (0444 in a 0755 directory) is refused before any
+        # work (exit 2), naming the file and its permission; the database stays as it was
+        os.chmod(arch, 0o755)
+        other = os.path.abspath(os.path.join(top, "other.db"))
+        expect(0, "run", "--db", other, "--engines", "ref", "B=5")
+        before, dbp = db_bytes(db), os.path.abspath(db)
+        for args in (["run", "--db", dbp, "--engines", "ref", "B=4"], ["merge", dbp, other]):
+            _, err = expect(2, *args, **as_other)
+            check(f"{dbp} cannot be written by this user" in err and "mode 0444" in err, err)
+        check(db_bytes(db) == before and os.listdir(arch) == ["r.db"],
+              f"a refused writer changed {os.listdir(arch)}")
     finally:
         os.chmod(arch, 0o755)
         if top != ".":
@@ -840,6 +904,10 @@ def test_version():
     check(lines[0].startswith("tbecheck ") and any(l.startswith("commit ") for l in lines) and
           any(l.startswith("build ") for l in lines) and any(l.startswith("CUDA ") for l in lines),
           f"--version: {out}")
+    cuda = [l for l in lines if l.startswith("CUDA ")][0]
+    want = {"on": "CUDA     on (toolkit ", "option-off": "CUDA     off (TBE_CUDA=OFF",
+            "no-compiler": "CUDA     off (no CUDA compiler was found"}.get(CUDA)
+    check(want is None or cuda.startswith(want), f"the build's CUDA is {CUDA}, --version: {cuda}")
     out, _ = expect(0, "run", "--engines", "gpu", "B=4")
     reason = [l for l in out.splitlines() if l.startswith("engine gpu: skip")]
     if not reason:
@@ -1126,14 +1194,16 @@ def test_report():
     print(f"screenshot: {os.path.abspath('r5.png')}")
 
 def main():
-    global TB, SRC
+    global TB, SRC, CUDA
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tbecheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--cuda", choices=["on", "option-off", "no-compiler"],
+                    help="how the build configured CUDA (test_version checks --version says so)")
     ap.add_argument("test")
     a = ap.parse_args()
-    TB, SRC = os.path.abspath(a.tbecheck), os.path.abspath(a.source)
+    TB, SRC, CUDA = os.path.abspath(a.tbecheck), os.path.abspath(a.source), a.cuda
     fn = globals().get("test_" + a.test)
     if not fn:
         print(f"no test '{a.test}'")

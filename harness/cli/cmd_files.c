@@ -148,6 +148,8 @@ int cmd_export(int argc, char **argv)
   if (argc - optind != 2)
     return usage_error(export_usage);
   char *what = argv[optind], *dir = argv[optind + 1];
+  if ((rc = check_output_path(dir, 1, "export directory")) >= 0)
+    return rc;
   parsed_case *all = NULL;
   int64_t n = 0;
   rc = collect_cases(1, &what, &all, &n);

@@ -232,6 +232,8 @@ int cmd_report(int argc, char **argv)
     return rc;
   if (optind != argc)
     return usage_error(report_usage);
+  if (o.html && (rc = check_output_path(o.html, 0, "report")) >= 0)
+    return rc;
   enum { INFO, CAMPAIGN, SUM, DRIFT, COMMITS, PERF, RACES, NTABLES };
   db *d;
   db_table t[NTABLES] = {{0}};

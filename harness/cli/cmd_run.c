@@ -47,11 +47,12 @@ static const char import_usage[] =
     "files. Defaults: --pool sum --out fp32 --bounds warning. README.md lists the files.\n";
 
 static const char replay_usage[] =
-    "usage: tbecheck replay ID|CASE [--db PATH] [--engines LIST] [--max-violations N]\n"
+    "usage: tbecheck replay ID|CASE|--result N [--db PATH] [--engines LIST] [--max-violations N]\n"
     "                       [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
-    "Reruns one case (a case text, or the id or hash of a case in the database) and prints every\n"
-    "comparison in detail with its first violations at their coordinates: (t, b, d) for pooled\n"
-    "outputs, (p, d) for pooling NONE, p for indices, bag for offsets. Stores nothing.\n"
+    "Reruns one case (a case text, the id or hash of a case in the database, or with --result\n"
+    "the case of result N: list's first column) and prints every comparison in detail with its\n"
+    "first violations at their coordinates: (t, b, d) for pooled outputs, (p, d) for pooling\n"
+    "NONE, p for indices, bag for offsets. Stores nothing.\n"
     "Exit 0 all passed, 1 failures, 2 bad input, 3 I/O error.\n";
 
 
@@ -175,27 +176,33 @@ static void print_check(const eng_check *c)
 
 int cmd_replay(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_MAXV, OPT_FAULT, OPT_MAXMEM, 0};
+  static const int allowed[] = {OPT_DB,    OPT_ENGINES, OPT_MAXV, OPT_FAULT,
+                                OPT_MAXMEM, OPT_RESULT, 0};
   cli_options o;
   int rc = parse_options(argc, argv, replay_usage, allowed, &o);
   if (rc >= 0)
     return rc;
-  if (argc - optind != 1)
+  if (argc - optind != (o.result ? 0 : 1)) {
+    if (o.result)
+      say_error("--result names the case to replay: give no case or id beside it");
     return usage_error(replay_usage);
-  const char *arg = argv[optind];
+  }
+  char id[24];
+  snprintf(id, sizeof id, "%lld", o.result);
+  const char *arg = o.result ? id : argv[optind];
   char *text = NULL;
-  if (!is_case_text(arg)) {
+  if (o.result || !is_case_text(arg)) {
     db *d;
     tbe_status st = db_open(o.db_path, DB_READ, &d);
     if (st.code == TBE_OK) {
-      st = db_case_text(d, arg, &text);
+      st = o.result ? db_result_case_text(d, o.result, &text) : db_case_text(d, arg, &text);
       db_close(d);
     }
     if (st.code != TBE_OK)
       return fail_with(st);
     if (!strncmp(text, "import ", 7)) {
-      say_error("case %s is an imported batch (%s): rerun it with tbecheck import DIR", arg,
-                text);
+      say_error("%s %s is an imported batch (%s): rerun it with tbecheck import DIR",
+                o.result ? "the case of result" : "case", arg, text);
       free(text);
       return EXIT_USAGE;
     }

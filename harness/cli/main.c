@@ -96,8 +96,10 @@ static int print_version(void)
   printf("build    %s\n", TBE_BUILD_TYPE[0] ? TBE_BUILD_TYPE : "(no CMAKE_BUILD_TYPE)");
   if (TBE_CUDA_VERSION[0])
     printf("CUDA     on (toolkit %s)\n", TBE_CUDA_VERSION);
+  else if (TBE_CUDA_OPTION_OFF)
+    printf("CUDA     off (TBE_CUDA=OFF: the gpu engine skips)\n");
   else
-    printf("CUDA     off (built without a CUDA compiler: the gpu engine skips)\n");
+    printf("CUDA     off (no CUDA compiler was found: the gpu engine skips)\n");
 #if defined(TBE_FAULT_NAME)
   printf("fault    %s (planted on purpose: this build is wrong, fuzz/FAULTS.md)\n", TBE_FAULT_NAME);
 #endif

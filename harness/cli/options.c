@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "options.h"
 #include "shard.h"
@@ -88,6 +91,54 @@ const char *human_bytes(int64_t n, char buf[32])
 }
 
 int is_case_text(const char *arg) { return strchr(arg, '=') != NULL; }
+
+/* An existing path is tried as it will be used (a file opened for writing, untruncated; a
+ * directory asked for write and search); a new one is made and removed at once, which is the
+ * only test that holds for every file system (root passes access() where /proc refuses). */
+int check_output_path(const char *path, int is_dir, const char *what)
+{
+  struct stat st;
+  int err = 0;
+  if (!*path) {
+    say_error("the %s path is empty", what);
+    return EXIT_USAGE;
+  }
+  if (stat(path, &st) == 0) {
+    if (!is_dir && S_ISDIR(st.st_mode)) {
+      say_error("cannot write the %s %s: it is a directory", what, path);
+      return EXIT_USAGE;
+    }
+    int fd = is_dir ? -1 : open(path, O_WRONLY);
+    if (is_dir ? access(path, W_OK | X_OK) != 0 : fd < 0)
+      err = errno;
+    if (fd >= 0)
+      close(fd);
+  } else if (errno != ENOENT) {
+    err = errno;
+  } else if (is_dir) { /* made with its parents: try the first missing one */
+    char first[4096];
+    snprintf(first, sizeof first, "%s", path);
+    for (char *cut; (cut = strrchr(first, '/')) && cut != first;) {
+      *cut = '\0';
+      if (stat(first, &st) == 0) {
+        *cut = '/';
+        break;
+      }
+    }
+    if (mkdir(first, 0755) != 0 || rmdir(first) != 0)
+      err = errno;
+  } else {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 || unlink(path) != 0)
+      err = errno;
+    if (fd >= 0)
+      close(fd);
+  }
+  if (!err)
+    return -1;
+  say_error("cannot write the %s %s: %s (nothing was done)", what, path, strerror(err));
+  return EXIT_USAGE;
+}
 
 /* The command line, shell-quoted, into a malloc'd string. */
 char *quote_argv(int argc, char **argv)
@@ -182,6 +233,7 @@ static const struct option all_options[] = {
   {"since", required_argument, 0, OPT_SINCE},
   {"html", required_argument, 0, OPT_HTML},
   {"path", required_argument, 0, OPT_PATH},
+  {"result", required_argument, 0, OPT_RESULT},
   {"help", no_argument, 0, OPT_HELP},
   {0, 0, 0, 0},
 };
@@ -254,6 +306,7 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
       break;
     }
     case OPT_RUN: bad = parse_int(optarg, 1, INT64_MAX, &o->run); break;
+    case OPT_RESULT: bad = parse_int(optarg, 1, INT64_MAX, &o->result); break;
     case OPT_FAILED: o->failed_only = 1; break;
     case OPT_FORCE: o->force = 1; break;
     case OPT_MAXMEM: bad = parse_size(optarg, &o->max_memory); break;

@@ -33,6 +33,7 @@ typedef struct {
   int repeat;
   long long shard_i, shard_n; /* 0/0: no sharding */
   long long run;              /* --run, or -1 */
+  long long result;           /* replay --result, or 0 */
   int failed_only;
   import_options imp;
   int force;                  /* export --force */
@@ -47,7 +48,7 @@ typedef struct {
 enum {
   OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
   OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_CAMPAIGN, OPT_SINCE, OPT_HTML,
-  OPT_PATH, OPT_HELP
+  OPT_PATH, OPT_RESULT, OPT_HELP
 };
 
 /* Parses the options of a command that accepts those in `allowed` (a 0-terminated list of
@@ -76,6 +77,10 @@ const char *human_bytes(int64_t n, char buf[32]);
 
 /* 1 if a command-line argument is a case text (it holds '='), not a file. */
 int is_case_text(const char *arg);
+
+/* Whether the output `path` (a file, or with is_dir a directory) can be written, asked before
+ * any work: -1 yes, else exit 2 after naming `what` and why. Leaves no file behind. */
+int check_output_path(const char *path, int is_dir, const char *what);
 
 /* The command line, shell-quoted, into a malloc'd string (NULL: out of memory). */
 char *quote_argv(int argc, char **argv);

@@ -86,23 +86,15 @@ int check_memory(const tbe_case *c, const char *canon, const cli_options *o)
 /* ---- a run session: database, engines, progress, shared by run and import ---- */
 
 
-int session_open(session *s, const cli_options *o, int argc, char **argv, int64_t total)
+/* The run row of s (db_run_begin): the machine, the build and the command line. */
+static int session_begin_run(session *s)
 {
-  memset(s, 0, sizeof *s);
-  s->o = o;
-  s->fault.most = -1;
-  int rc = open_engines(o, &s->x);
-  if (rc >= 0)
-    return rc;
-  tbe_status st = db_open(o->db_path, DB_WRITE, &s->d);
-  if (st.code != TBE_OK)
-    return fail_with(st);
+  const cli_options *o = s->o;
   runinfo ri;
   runinfo_collect(&ri);
   char engines[64], shard[48];
   eng_format_list(o->eng.engines, engines, sizeof engines);
   snprintf(shard, sizeof shard, "%lld/%lld", o->shard_i, o->shard_n);
-  char *args = quote_argv(argc, argv);
   char campaign[17];
   if (o->campaign_cases) /* the shards of one command line, on one commit */
     snprintf(campaign, sizeof campaign, "%016llx",
@@ -117,17 +109,33 @@ int session_open(session *s, const cli_options *o, int argc, char **argv, int64_
     .driver = ri.driver[0] ? ri.driver : NULL,
     .cuda = TBE_CUDA_VERSION[0] ? TBE_CUDA_VERSION : NULL,
     .tool_version = TBE_VERSION,
-    .argv = args ? args : "?",
+    .argv = s->argv_text ? s->argv_text : "?",
     .engines = engines,
     .shard = o->shard_n ? shard : NULL,
     .repeats = o->repeat,
     .injected = o->eng.fault_output[0] != '\0',
     .campaign = o->campaign ? o->campaign : o->campaign_cases ? campaign : NULL,
   };
-  st = db_run_begin(s->d, &info, &s->run);
-  free(args);
+  tbe_status st = db_run_begin(s->d, &info, &s->run);
+  return st.code == TBE_OK ? -1 : fail_with(st);
+}
+
+int session_open(session *s, const cli_options *o, int argc, char **argv, int64_t total)
+{
+  memset(s, 0, sizeof *s);
+  s->o = o;
+  s->fault.most = -1;
+  s->hold = o->eng.fault_output[0] != '\0';
+  int rc = open_engines(o, &s->x);
+  if (rc >= 0)
+    return rc;
+  s->created = access(o->db_path, F_OK) != 0;
+  tbe_status st = db_open(o->db_path, DB_WRITE, &s->d);
   if (st.code != TBE_OK)
     return fail_with(st);
+  s->argv_text = quote_argv(argc, argv);
+  if (!s->hold && (rc = session_begin_run(s)) >= 0)
+    return rc;
   s->live = isatty(STDOUT_FILENO);
   progress_start(&s->prog, total, eng_now_ms());
   return -1;
@@ -141,9 +149,9 @@ static void session_redraw(const session *s)
   fflush(stdout);
 }
 
-/* Stores one case's result and reports it: a line per case (plain) or the progress line (live),
- * and the reasons of its failures. Returns -1 to go on, or an exit code. */
-int session_case(session *s, const char *canon, int repeat, const eng_case_result *r)
+/* Stores one case's result and prints it: a line per case (plain, or a failure on a terminal)
+ * with the reasons of its failures. Returns -1 to go on, or an exit code. */
+static int session_store(session *s, const char *canon, int repeat, const eng_case_result *r)
 {
   int64_t case_id = 0;
   tbe_status st = db_store_case(s->d, s->run, canon, repeat, r, &case_id);
@@ -157,13 +165,9 @@ int session_case(session *s, const char *canon, int repeat, const eng_case_resul
     return EXIT_INTERNAL;
   }
   int failed = eng_case_failed(r);
-  progress_step(&s->prog, failed);
   s->failed += failed;
-  fault_note(&s->fault, r);
-  if (s->live && !failed) {
-    session_redraw(s);
+  if (s->live && !failed)
     return -1;
-  }
   if (s->live)
     printf("\r\033[K");
   printf("%-4s  case %-5lld %s%s\n", failed ? "FAIL" : "pass", (long long)case_id, canon,
@@ -174,18 +178,69 @@ int session_case(session *s, const char *canon, int repeat, const eng_case_resul
       printf("      %s:%s %s %s: %s: %s\n", eng_name(c->engine), c->baseline, c->path, c->output,
              eng_status_name(c->status), c->reason);
   }
-  if (s->live)
-    session_redraw(s);
   fflush(stdout);
   return -1;
 }
 
-/* Ends the run of `cases` cases, each `repeats` times: marks it complete, prints the summary
- * and a warning for what did not run. Returns the exit code. */
+int session_case(session *s, const char *canon, int repeat, eng_case_result *r)
+{
+  progress_step(&s->prog, eng_case_failed(r));
+  fault_note(&s->fault, r);
+  int rc = -1;
+  if (s->hold) {
+    held_case *h = realloc(s->held, sizeof *h * (size_t)(s->n_held + 1));
+    char *c = strdup(canon);
+    if (!h || !c) {
+      free(c);
+      if (h)
+        s->held = h;
+      say_error("out of memory holding the result of case '%s'", canon);
+      return EXIT_INTERNAL;
+    }
+    s->held = h;
+    h[s->n_held++] = (held_case){c, repeat, *r};
+    memset(r, 0, sizeof *r);
+  } else {
+    rc = session_store(s, canon, repeat, r);
+  }
+  if (rc < 0 && s->live)
+    session_redraw(s);
+  return rc;
+}
+
+/* Leaves the database as it was before a refused held run: a file this session created goes,
+ * with SQLite's companions. */
+static void session_unmake(session *s)
+{
+  db_close(s->d);
+  s->d = NULL;
+  if (!s->created)
+    return;
+  static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s", s->o->db_path, tails[i]);
+    unlink(path);
+  }
+}
+
 int session_close(session *s, int64_t cases, int repeats)
 {
   if (s->live)
     printf("\r\033[K");
+  int rc = -1;
+  if (s->hold) {
+    if ((rc = fault_check(s->o, &s->fault)) >= 0) {
+      say_error("nothing was stored: a run whose fault lands nowhere tested nothing");
+      session_unmake(s);
+      return rc;
+    }
+    rc = session_begin_run(s);
+    for (int64_t i = 0; rc < 0 && i < s->n_held; i++)
+      rc = session_store(s, s->held[i].canon, s->held[i].repeat, &s->held[i].r);
+    if (rc >= 0)
+      return rc;
+  }
   tbe_status st = db_run_end(s->d, s->run);
   db_table t;
   db_param p = {":run", NULL, s->run};
@@ -213,7 +268,7 @@ int session_close(session *s, int64_t cases, int repeats)
              "not passes\n", eng_name((eng_id)e), why);
   }
   fflush(stdout);
-  int rc = fault_check(s->o, &s->fault);
+  rc = fault_check(s->o, &s->fault);
   return rc >= 0 ? rc : s->failed ? EXIT_FAILURES : EXIT_PASS;
 }
 
@@ -221,6 +276,12 @@ void session_free(session *s)
 {
   eng_close(s->x);
   db_close(s->d);
+  for (int64_t i = 0; i < s->n_held; i++) {
+    free(s->held[i].canon);
+    eng_case_result_free(&s->held[i].r);
+  }
+  free(s->held);
+  free(s->argv_text);
 }
 
 /* ---- run ---- */

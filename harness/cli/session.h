@@ -30,7 +30,19 @@ int fault_check(const cli_options *o, const fault_seen *f);
  * -1 when it fits. */
 int check_memory(const tbe_case *c, const char *canon, const cli_options *o);
 
-/* A run session: database, engines, progress, shared by run and import. */
+/* A case's result held until the run's end (session.hold). */
+typedef struct {
+  char *canon;
+  int repeat;
+  eng_case_result r;
+} held_case;
+
+/* A run session: database, engines, progress, shared by run and import.
+ *
+ * Hold (a run with --inject-fault): whether the fault lands is known only at the end, and a
+ * fault that lands nowhere refuses the run (exit 2), which must leave the database as it was.
+ * So the run row and every result are held in memory and stored at the end, once the fault has
+ * landed; a refused run writes nothing, and removes the database file it created. */
 typedef struct {
   const cli_options *o;
   db *d;
@@ -40,15 +52,23 @@ typedef struct {
   progress prog;
   int64_t failed;  /* case runs with a failure or an error */
   fault_seen fault;
+  int hold;        /* results are held until session_close (above) */
+  int created;     /* the database file did not exist before session_open */
+  char *argv_text; /* the command line, for the held run row */
+  held_case *held;
+  int64_t n_held;
 } session;
 
-/* Opens the engines and the database and begins run of `total` case runs. -1 or an exit code. */
+/* Opens the engines and the database and begins run of `total` case runs (hold: the run row
+ * waits for session_close). -1 or an exit code. */
 int session_open(session *s, const cli_options *o, int argc, char **argv, int64_t total);
 
-/* Stores one case's result and reports it. -1 to go on, or an exit code. */
-int session_case(session *s, const char *canon, int repeat, const eng_case_result *r);
+/* Stores one case's result and reports it; hold: takes r over (it is left empty) and stores it
+ * at session_close. -1 to go on, or an exit code. */
+int session_case(session *s, const char *canon, int repeat, eng_case_result *r);
 
-/* Ends the run of `cases` cases, each `repeats` times: marks it complete, prints the summary
+/* Ends the run of `cases` cases, each `repeats` times: refuses a held run whose fault landed
+ * nowhere (nothing stored), else stores what was held, marks it complete, prints the summary
  * and a warning for what did not run. Returns the exit code. */
 int session_close(session *s, int64_t cases, int repeats);
 void session_free(session *s);

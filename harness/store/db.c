@@ -329,6 +329,20 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
     return tbe_error(TBE_EINVAL, "database", -1, "%s: %s", path, strerror(errno));
   if (exists && !S_ISREG(st.st_mode))
     return tbe_error(TBE_EINVAL, "database", -1, "%s is not a regular file", path);
+  char dir[1100];
+  const char *slash = strrchr(path, '/');
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  if (mode == DB_WRITE) { /* refused here, before any work, not by the first write */
+    if (exists && access(path, R_OK | W_OK) != 0)
+      return tbe_error(TBE_EINVAL, "database", -1, "%s cannot be written by this user (uid %u): "
+                       "it has mode %04o and owner uid %u (%s); give --db a database you may "
+                       "write", path, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777),
+                       (unsigned)st.st_uid, strerror(errno));
+    if (access(dir, W_OK | X_OK) != 0)
+      return tbe_error(TBE_EINVAL, "database", -1, "cannot write in the directory %s (uid %u): "
+                       "%s; a database is written with its -wal and -shm files beside it",
+                       dir, (unsigned)geteuid(), strerror(errno));
+  }
   int fresh = !exists || (st.st_size == 0 && !db_file_exists(path, "-wal"));
   const int has_pages = !fresh; /* a file SQLite may hold pages in: checked before any write */
   int64_t version = DB_SCHEMA_VERSION;
@@ -348,9 +362,6 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   /* A reader of a WAL database needs its -shm file, which it cannot create in a directory it
    * may not write (an archived database): then, with no WAL file to replay, it reads the file
    * as immutable. Elsewhere it reads as any SQLite reader, beside concurrent writers. */
-  char dir[1100];
-  const char *slash = strrchr(path, '/');
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
   int archived = mode == DB_READ && !db_file_exists(path, "-wal") && access(dir, W_OK) != 0;
   char uri[2200];
   if (db_uri(path, mode == DB_WRITE ? "mode=rwc" : archived ? "immutable=1" : "mode=ro", uri,
@@ -658,28 +669,49 @@ tbe_status db_store_race(db *d, int64_t run, const char *canonical, int repeat,
   return db_store(d, run, canonical, repeat, r, race, case_id);
 }
 
-tbe_status db_case_text(db *d, const char *key, char **canonical)
+/* The first column of the one row `sql` gives for its parameter into *text (malloc'd); `none`
+ * names what is missing when there is no row (TBE_EINVAL). */
+static tbe_status db_lookup_text(db *d, const char *sql, const db_param *p, const char *none,
+                                 char **text)
 {
-  *canonical = NULL;
+  *text = NULL;
   sqlite3_stmt *st;
-  db_param p = {":key", key, 0};
-  tbe_status s = db_prepare_query(d, "SELECT canonical FROM cases WHERE hash = :key OR "
-                                     "(:key NOT GLOB '*[^0-9]*' AND id = CAST(:key AS INTEGER))",
-                                  &p, 1, &st);
+  tbe_status s = db_prepare_query(d, sql, p, 1, &st);
   if (s.code != TBE_OK)
     return s;
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
-    *canonical = strdup((const char *)sqlite3_column_text(st, 0));
-    if (!*canonical)
+    *text = strdup((const char *)sqlite3_column_text(st, 0));
+    if (!*text)
       s = tbe_error(TBE_ENOMEM, "case", -1, "out of memory");
   } else if (rc == SQLITE_DONE) {
-    s = tbe_error(TBE_EINVAL, "case", -1, "%s has no case with id or hash '%s'", d->path, key);
+    s = tbe_error(TBE_EINVAL, "case", -1, "%s has no %s", d->path, none);
   } else {
     s = db_fail(d->path, d->h, rc, "cannot look up the case");
   }
   sqlite3_finalize(st);
   return s;
+}
+
+tbe_status db_case_text(db *d, const char *key, char **canonical)
+{
+  char none[160];
+  snprintf(none, sizeof none, "case with id or hash '%.40s'%s", key,
+           strspn(key, "0123456789") == strlen(key)
+               ? " (a bare number is a case id; replay --result N takes a result id)" : "");
+  db_param p = {":key", key, 0};
+  return db_lookup_text(d, "SELECT canonical FROM cases WHERE hash = :key OR "
+                           "(:key NOT GLOB '*[^0-9]*' AND id = CAST(:key AS INTEGER))",
+                        &p, none, canonical);
+}
+
+tbe_status db_result_case_text(db *d, int64_t result, char **canonical)
+{
+  char none[64];
+  snprintf(none, sizeof none, "result %lld", (long long)result);
+  db_param p = {":id", NULL, result};
+  return db_lookup_text(d, "SELECT c.canonical FROM results r JOIN cases c ON c.id = r.case_id "
+                           "WHERE r.id = :id", &p, none, canonical);
 }
 
 /* Appends a copy of s (or NULL) as cell *used of t; -1 when out of memory. */

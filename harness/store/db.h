@@ -87,6 +87,10 @@ tbe_status db_store_perf_row(db *d, int64_t run, const db_perf_row *p);
  * TBE_EINVAL if there is none. */
 tbe_status db_case_text(db *d, const char *key, char **canonical);
 
+/* The canonical text of the case of result `result` (an id in results); malloc'd. TBE_EINVAL if
+ * there is no such result. */
+tbe_status db_result_case_text(db *d, int64_t result, char **canonical);
+
 /* The case hash stored for a canonical text: FNV-1a 64, 16 lowercase hex digits. */
 void db_case_hash(const char *canonical, char hex[17]);
 
