@@ -1,11 +1,17 @@
-/* engine_oracle.c: the oracle engine: a batch's inputs written as .npy files, the NumPy
- * oracle's worker (eng_oracle.py) asked to run them, its outputs read back. Not the oracle.
+/* engine_oracle.c: the oracle engine: a batch's inputs written as .npy files in a temporary
+ * directory (named by its owner's pid: removed on SIGTERM, swept once its owner is dead), the
+ * NumPy oracle's worker (eng_oracle.py) asked to run them, its outputs read back. Not the oracle.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backward.h"
@@ -16,18 +22,96 @@
 #define ENG_ORACLE_MAX_BYTES (INT64_C(256) << 20) /* inputs the oracle may be handed via /tmp */
 
 
-/* Removes the files in dir (not subdirectories); the directory stays. */
+/* ---- the temporary directory: named by its owner's pid, removed on SIGTERM ---- */
+
+/* The directory a signal must remove (one oracle per process is armed: the last started). */
+static char armed_tmp[256], armed_case[300];
+static volatile sig_atomic_t armed, armed_worker;
+
+/* Removes the files in dir (not subdirectories; the directory stays) with async-signal-safe
+ * calls only (open, getdents64, unlinkat): a signal handler may call it. */
 static void eng_clear_dir(const char *dir)
 {
-  DIR *d = opendir(dir);
+  static char buf[4096];
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return;
+  long n;
+  while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+    for (long at = 0; at < n;) {
+      const struct {
+        unsigned long long ino;
+        long long off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+      } *e = (const void *)(buf + at);
+      if (e->name[0] != '.')
+        unlinkat(fd, e->name, 0);
+      at += e->reclen;
+    }
+  close(fd);
+}
+
+/* SIGTERM, SIGINT, SIGHUP: the worker, which may be writing its outputs there, and then the
+ * armed directory go; then the signal does what it did. */
+static void eng_oracle_on_signal(int sig)
+{
+  if (armed) {
+    if (armed_worker > 0 && kill((pid_t)armed_worker, SIGKILL) == 0)
+      waitpid((pid_t)armed_worker, NULL, 0);
+    eng_clear_dir(armed_case);
+    rmdir(armed_case);
+    rmdir(armed_tmp);
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Catches the signals that end a run, where nobody else has claimed them. */
+static void eng_oracle_arm(const char *tmp, const char *cas, int worker_id)
+{
+  armed = 0;
+  armed_worker = worker_id;
+  snprintf(armed_tmp, sizeof armed_tmp, "%s", tmp);
+  snprintf(armed_case, sizeof armed_case, "%s", cas);
+  armed = 1;
+  static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    struct sigaction old;
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = eng_oracle_on_signal;
+      sigemptyset(&sa.sa_mask);
+      sigaction(sigs[i], &sa, NULL);
+    }
+  }
+}
+
+/* Removes the oracle directories under tmp that this user's dead processes left (SIGKILL gives
+ * no chance to clean up): tbecheck-oracle-PID-*, PID not running. A live owner's stays. */
+static void eng_oracle_sweep(const char *tmp)
+{
+  DIR *d = opendir(tmp);
   if (!d)
     return;
   struct dirent *e;
-  char path[600];
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.' && snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
-                                   (int)sizeof path)
-      unlink(path);
+  while ((e = readdir(d))) {
+    int pid = 0, used = 0;
+    if (sscanf(e->d_name, "tbecheck-oracle-%d-%n", &pid, &used) != 1 || used == 0 || pid <= 0 ||
+        pid == (int)getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+      continue;
+    char dir[600], cas[620];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name);
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    snprintf(cas, sizeof cas, "%s/case", dir);
+    eng_clear_dir(cas);
+    rmdir(cas);
+    rmdir(dir);
+  }
   closedir(d);
 }
 
@@ -174,8 +258,10 @@ void eng_start_oracle(eng_ctx *x)
     return;
   }
   const char *tmp = getenv("TMPDIR");
-  snprintf(x->oracle_tmp, sizeof x->oracle_tmp, "%s/tbecheck-oracle-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
+  tmp = tmp && *tmp ? tmp : "/tmp";
+  eng_oracle_sweep(tmp);
+  snprintf(x->oracle_tmp, sizeof x->oracle_tmp, "%s/tbecheck-oracle-%d-XXXXXX", tmp,
+           (int)getpid());
   if (!mkdtemp(x->oracle_tmp)) {
     snprintf(x->unavailable[ENG_ORACLE], sizeof x->unavailable[0],
              "cannot create a temporary directory %.100s: %s", x->oracle_tmp, strerror(errno));
@@ -183,10 +269,13 @@ void eng_start_oracle(eng_ctx *x)
     return;
   }
   snprintf(x->oracle_case, sizeof x->oracle_case, "%s/case", x->oracle_tmp);
+  eng_oracle_arm(x->oracle_tmp, x->oracle_case, worker_pid(x->oracle));
 }
 
 void eng_stop_oracle(eng_ctx *x)
 {
+  if (x->oracle_tmp[0] && !strcmp(armed_tmp, x->oracle_tmp))
+    armed = 0; /* before the worker goes: its pid may be reused */
   worker_stop(x->oracle);
   x->oracle = NULL;
   if (x->oracle_tmp[0]) {

@@ -105,6 +105,8 @@ tbe_status worker_ask(worker *w, const char *request, char *reply, size_t n)
   return worker_read_line(w, reply, n);
 }
 
+int worker_pid(const worker *w) { return w ? (int)w->pid : 0; }
+
 void worker_stop(worker *w)
 {
   if (!w)

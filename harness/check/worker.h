@@ -24,6 +24,9 @@ tbe_status worker_start(char *const argv[], worker **out, char *greeting, size_t
  * TBE_EIO if the worker has died or dies meanwhile. */
 tbe_status worker_ask(worker *w, const char *request, char *reply, size_t n);
 
+/* The worker's process id (0 for NULL): what a signal handler may kill. */
+int worker_pid(const worker *w);
+
 /* Closes the worker's stdin, waits for it to exit and frees it (NULL is allowed). */
 void worker_stop(worker *w);
 

@@ -801,6 +801,44 @@ def test_output_paths():
     check(os.path.exists("a/b/c/manifest.json"), "export did not make a/b/c")
 
 
+def test_oracle_tmp():
+    """The oracle's temporary directory carries its owner's pid: SIGTERM removes it (the worker
+    first), and a later run removes those a dead owner left (SIGKILL), never a live one's."""
+    if subprocess.run([os.environ.get("TBECHECK_PYTHON") or sys.executable, "-c",
+                       "import numpy"]).returncode:
+        print("SKIP: NumPy is not installed for the oracle's Python")
+        return SKIP
+    tmp = os.path.abspath("tmp")
+    os.makedirs(tmp)
+    env = dict(ENV, TMPDIR=tmp)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = f"tbecheck-oracle-{gone.pid}-abc123"
+    live = f"tbecheck-oracle-{os.getpid()}-def456"  # this test is alive
+    for d in (stale, live):
+        os.makedirs(os.path.join(tmp, d, "case"))
+        open(os.path.join(tmp, d, "case", "weights.npy"), "wb").close()
+    out, _ = expect(0, "run", "--engines", "ref,oracle", "B=4", env=env)
+    check("ref:oracle" in out or "oracle:ref" in out, f"the oracle did not run:\n{out}")
+    check(os.listdir(tmp) == [live], f"left in TMPDIR after a run: {os.listdir(tmp)}")
+    p = subprocess.Popen([TB, "run", "--engines", "ref,oracle", "--repeat", "100000",
+                          "T=2 B=64 L=8 D=64"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    mine = f"tbecheck-oracle-{p.pid}-"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ours = [n for n in os.listdir(tmp) if n.startswith(mine)]
+        if ours and os.path.isdir(os.path.join(tmp, ours[0], "case")) and \
+                os.listdir(os.path.join(tmp, ours[0], "case")):
+            break
+        time.sleep(0.02)
+    check(ours, f"no {mine}* directory with files appeared in 60 s: {os.listdir(tmp)}")
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=60)
+    check(p.returncode == -signal.SIGTERM, f"exit {p.returncode} after SIGTERM")
+    check(os.listdir(tmp) == [live], f"left in TMPDIR after SIGTERM: {os.listdir(tmp)}")
+
+
 def test_big_cases():
     """Cases that fit the language but not the machine are refused at once, with both figures,
     before anything is generated or stored; no kill, no result."""
