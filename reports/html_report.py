@@ -286,15 +286,26 @@ def section_runs(runs):
     return "\n".join(out)
 
 
-def section_summary(summary, failures, worst):
+def listed_failures(failures):
+    """The failures the page shows (the rest are counted), in its order."""
+    return sorted(failures, key=lambda f: (f["pair"], f["path"], f["result"]))[:MAX_LISTED]
+
+
+def section_summary(summary, failures, worst, ratios):
     """The summary per pair and path; fail and error counts link to that path's failures, the
-    worst ulp and ratio to the result that has it."""
+    worst ulp and ratio to a table of the results that have them (each of which links on to its
+    failure, where the page shows it). Every link has its anchor on the page."""
+    shown = listed_failures(failures)
+    fail_keys = {anchor(f["pair"], f["path"]) for f in shown}
+    shown_ids = {f["result"] for f in shown}
+    by_id = {r["result"]: r for r in ratios}
+
     def cell(r, k):
         key = (r["pair"], r["path"])
-        if k in ("fail", "error") and r[k]:
+        if k in ("fail", "error") and r[k] and anchor(*key) in fail_keys:
             return f'<a href="#fail-{anchor(*key)}">{esc(r[k])}</a>'
         if k in ("worst_ulp", "worst_ratio") and key in worst.get(k, {}):
-            return f'<a href="#result-{worst[k][key]}">{esc(r[k])}</a>'
+            return f'<a href="#worst-{worst[k][key]}">{esc(r[k])}</a>'
         return None
     cols = [("pair", "engine pair"), ("path", "path"), ("cases", "cases"), ("pass", "pass"),
             ("fail", "fail"), ("error", "error"), ("skip", "skip"),
@@ -303,13 +314,29 @@ def section_summary(summary, failures, worst):
     attrs = lambda r: (f' id="sum-{anchor(r["pair"], r["path"])}" data-pair="{esc(r["pair"])}"'
                        f' data-path="{esc(r["path"])}"' +
                        (' class="bad"' if r["fail"] or r["error"] else ""))
+    worst_rows = []
+    for k, label in (("worst_ulp", "worst ulp"), ("worst_ratio", "worst error/bound")):
+        for key, rid in sorted(worst.get(k, {}).items()):
+            r = by_id[rid]
+            worst_rows.append(dict(result=rid, what=label, pair=r["pair"], path=r["path"],
+                                   output=r["output"], status=r["status"], run=r["run"],
+                                   case=r["case_id"],
+                                   value=r["max_ulp"] if k == "worst_ulp"
+                                   else f'{r["worst_bound_ratio"]:.6g}'))
+    worst_cell = lambda r, k: (f'<a href="#result-{r["result"]}">{r["result"]}</a>'
+                               if k == "result" and r["result"] in shown_ids else None)
     n_bad = len(failures)
     return "\n".join([
         '<h2 id="summary">Summary per engine pair and path</h2>',
         f'<p>{n_bad} failed or errored result{"s" if n_bad != 1 else ""}. A case counts once '
         'per run, pair and path, with the worst status of its outputs; fail and error counts '
         'link to the failures, the worst values to the result that has them.</p>',
-        table(cols, summary, attrs, cell)])
+        table(cols, summary, attrs, cell),
+        '<h3 id="worst">The results with the worst values</h3>' if worst_rows else "",
+        table([("result", "result"), ("what", "worst"), ("value", "value"), ("pair", "pair"),
+               ("path", "path"), ("output", "output"), ("status", "status"), ("run", "run"),
+               ("case", "case")], worst_rows,
+              lambda r: f' id="worst-{r["result"]}"', worst_cell) if worst_rows else ""])
 
 
 def section_failures(con, failures, runs_by_id):
@@ -318,8 +345,7 @@ def section_failures(con, failures, runs_by_id):
         return out[0] + "\n<p>None: every compared output passed.</p>"
     seen_paths = set()
     rest = []  # past MAX_DETAILED: one row each
-    failures = sorted(failures, key=lambda f: (f["pair"], f["path"], f["result"]))
-    for i, f in enumerate(failures[:MAX_LISTED]):
+    for i, f in enumerate(listed_failures(failures)):
         key = anchor(f["pair"], f["path"])
         first = key not in seen_paths
         seen_paths.add(key)
@@ -532,7 +558,7 @@ def build(con, run, since, db_path):
         '<a href="#failures">failures</a><a href="#bounds">bounds</a>'
         '<a href="#drift">drift</a><a href="#perf">speed</a><a href="#flaky">flaky</a></nav>',
         section_runs(runs),
-        section_summary(summary, failures, worst),
+        section_summary(summary, failures, worst, ratios),
         section_failures(con, failures, runs_by_id),
         section_closeness(plt, ratios),
         section_drift(plt, drift, changes, labels),

@@ -1137,6 +1137,15 @@ def test_report():
     links = {a.get("href") for t, a in p.tags if t == "a"}
     check("#fail-ref-exact-forward" in links and "fail-ref-exact-forward" in p.ids,
           "the fail count does not link to the failures")
+    # every link on a page resolves: this one, and that of run 4, where everything passed
+    expect(0, "report", "--db", db, "--run", "4", "--html", "r4.html")
+    for page in (p, parse_page("r4.html")):
+        hrefs = [a.get("href") for t, a in page.tags if t == "a"]
+        inner = [h for h in hrefs if h and h.startswith("#")]
+        dangling = sorted({h for h in inner if h[1:] not in page.ids})
+        check(len(inner) >= 8 and not dangling,
+              f"{len(dangling)} of {len(inner)} links point nowhere: {dangling[:8]}")
+        check(any(h.startswith("#worst-") for h in inner), "no link to a worst result")
     # the failures: every failed result, its violations, and a replay command that reproduces it
     failed = query(db, "SELECT r.id, c.canonical FROM results r JOIN cases c ON c.id = r.case_id "
                        "WHERE r.run = 5 AND r.status = 'fail'")
