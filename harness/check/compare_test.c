@@ -1,6 +1,7 @@
 /* compare_test.c: the comparison must catch what it exists to catch: one element one ulp off
  * (every dtype), a NaN on one side, an Inf of the wrong sign, a bound exceeded by a hair, a
- * bound that is NaN or Inf (it checks nothing, so it fails), and a wrong first or last element
+ * bound that is NaN or Inf (it checks nothing, so it fails), an Inf on either side of each
+ * dtype's overflow threshold, and a wrong first or last element
  * under every metric (fault cmp_skip_last, fuzz/FAULTS.md).
  */
 #include <math.h>
@@ -111,6 +112,55 @@ static void test_nan_inf(void)
   cmp_free(&r);
 }
 
+/* The overflow rule at its edge, for every dtype: a finite exact value may store as Inf only
+ * where exact + bound reaches the value that rounds to Inf (the largest finite M plus half its
+ * ulp), not where it only passes M. Elements on both sides, in both signs: a threshold moved
+ * to M (or to M plus a whole ulp) turns one of them. */
+static void test_overflow_edge(void)
+{
+  static const struct {
+    tbe_dtype t;
+    double max, half_ulp;
+  } dt[3] = {{TBE_FP16, 65504.0, 16.0}, {TBE_BF16, 0x1.fep127, 0x1p119},
+             {TBE_FP32, 0x1.fffffep127, 0x1p103}};
+  for (int k = 0; k < 3; k++) {
+    const double M = dt[k].max, h = dt[k].half_ulp;
+    /* {exact, bound, got sign, allowed}: reach = exact + bound */
+    const struct {
+      double e, b;
+      int sign, ok;
+    } c[] = {
+        {M, h, +1, 1},            /* reaches the threshold exactly */
+        {M, h / 2, +1, 0},        /* past M, short of the threshold */
+        {M - h, h, +1, 0},        /* reaches M only */
+        {M - h, 2 * h + h, +1, 1}, /* past the threshold */
+        {-M, h, -1, 1},           /* the same below zero */
+        {-M, h / 2, -1, 0},
+        {-M, h, +1, 0},           /* the wrong sign never */
+        {M, 3 * h, -1, 0},
+    };
+    enum { NC = sizeof c / sizeof c[0] };
+    double exact[NC], bound[NC];
+    static float got[NC];
+    int want = 0;
+    for (int i = 0; i < NC; i++) {
+      exact[i] = c[i].e;
+      bound[i] = c[i].b;
+      fill(dt[k].t, got, i, c[i].sign * INFINITY);
+      want += !c[i].ok;
+    }
+    cmp_result r;
+    cmp_init(&r, CMP_BOUND, NC);
+    cmp_bound(&r, dt[k].t, exact, bound, got, NC);
+    CHECK(r.violations == want, "dtype %d: %lld overflow violations, expected %d", (int)dt[k].t,
+          (long long)r.violations, want);
+    for (int64_t v = 0; v < r.violations && v < r.cap; v++)
+      CHECK(!c[r.first[v].index].ok, "dtype %d: an allowed Inf at %lld was flagged",
+            (int)dt[k].t, (long long)r.first[v].index);
+    cmp_free(&r);
+  }
+}
+
 /* A NaN or infinite bound on a finite exact value passes anything (err > NaN is false): it
  * must fail instead, and be recorded with a storable bound (+Inf, not NaN). Where the exact
  * value is itself Inf or NaN, no bound applies: equal Infs and two NaNs pass. */
@@ -187,6 +237,7 @@ int main(void)
   test_ends();
   test_one_ulp();
   test_nan_inf();
+  test_overflow_edge();
   test_nonfinite_bounds();
   test_ulp_distance_and_ints();
   return TEST_MAIN_RESULT();
