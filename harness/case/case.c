@@ -1269,9 +1269,12 @@ static tbe_status add_line(case_list *l, int *cap, const char *s, const char *e,
 tbe_status case_file_read(const char *path, case_list *out)
 {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
+  const int piped = !strcmp(path, "-"); /* standard input: a pipe, a file, a terminal */
+  FILE *f = piped ? stdin : fopen(path, "rb");
+  if (piped)
+    path = "standard input";
   struct stat fs;
-  if (!f || fstat(fileno(f), &fs) != 0 || !S_ISREG(fs.st_mode)) {
+  if (!f || fstat(fileno(f), &fs) != 0 || (!piped && !S_ISREG(fs.st_mode))) {
     tbe_status s = f ? tbe_error(TBE_EINVAL, path, -1, "%s is not a case file (not a regular "
                                  "file)", path)
                      : tbe_error(TBE_EINVAL, path, -1, "cannot open %s: %s", path,
@@ -1288,7 +1291,8 @@ tbe_status case_file_read(const char *path, case_list *out)
       char *nd = ncap > cap ? realloc(data, ncap) : NULL;
       if (!nd) {
         free(data);
-        fclose(f);
+        if (!piped)
+          fclose(f);
         return tbe_error(TBE_ENOMEM, path, -1, "out of memory reading %s", path);
       }
       data = nd;
@@ -1300,7 +1304,8 @@ tbe_status case_file_read(const char *path, case_list *out)
       break;
   }
   int err = ferror(f);
-  fclose(f);
+  if (!piped)
+    fclose(f);
   if (err) {
     free(data);
     return tbe_error(TBE_EIO, path, -1, "cannot read %s", path);

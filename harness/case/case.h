@@ -60,8 +60,8 @@ typedef struct {
   int count;
 } case_list;
 
-/* Reads a .cases file: one case per non-blank line; lines that are only a comment are skipped.
- * Cases are not parsed here. Returns TBE_EINVAL naming the path if it cannot be opened, is not
+/* Reads a .cases file (path "-": standard input, read to its end): one case per non-blank line;
+ * lines that are only a comment are skipped. Cases are not parsed here. Returns TBE_EINVAL naming the path if it cannot be opened, is not
  * a regular file, or holds a NUL byte (which would cut a case short), TBE_EIO if reading it
  * fails. */
 tbe_status case_file_read(const char *path, case_list *out);

@@ -839,6 +839,26 @@ def test_oracle_tmp():
     check(os.listdir(tmp) == [live], f"left in TMPDIR after SIGTERM: {os.listdir(tmp)}")
 
 
+def test_stdin():
+    """run - reads a case file from standard input, as a pipe from a generator feeds it."""
+    def piped(text, *args):
+        r = subprocess.run([TB, "run", "--engines", "ref", *args], input=text,
+                           capture_output=True, text=True, env=ENV)
+        return r.returncode, r.stdout, r.stderr
+    rc, out, err = piped("B=4\n# a comment\nB=5 L=2  # two lookups a bag\n", "-", "B=6")
+    check(rc == 0 and "run 1: 3 cases" in out, f"exit {rc}\n{out}\n{err}")
+    check(query("tbecheck.db", "SELECT count(*) FROM cases") == [(3,)], "not 3 cases stored")
+    rc, _, err = piped("B=4\nB=4 Q=1\n", "-")
+    check(rc == 2 and "stdin:2: bad case (key 'Q')" in err, f"exit {rc}: {err}")
+    rc, _, err = piped("B=4\n", "-", "-")
+    check(rc == 2 and "given twice" in err, f"exit {rc}: {err}")
+    rc, out, err = piped("", "-")
+    check(rc == 0 and "warning: no case ran" in out, f"exit {rc}\n{out}\n{err}")
+    _, err = expect(2, "export", "-", "d")
+    check("not '-'" in err and not os.path.exists("d"), err)
+    check(runs_in("tbecheck.db") == 2, "a refused run was recorded")
+
+
 def test_big_cases():
     """Cases that fit the language but not the machine are refused at once, with both figures,
     before anything is generated or stored; no kill, no result."""

@@ -148,6 +148,11 @@ int cmd_export(int argc, char **argv)
   if (argc - optind != 2)
     return usage_error(export_usage);
   char *what = argv[optind], *dir = argv[optind + 1];
+  if (!strcmp(what, "-")) {
+    say_error("export takes a case or a case file, not '-': it reads the file twice (to check "
+              "every case, then to write it); save the cases to a file first");
+    return EXIT_USAGE;
+  }
   if ((rc = check_output_path(dir, 1, "export directory")) >= 0)
     return rc;
   parsed_case *all = NULL;

@@ -12,13 +12,14 @@
 #include "gen.h"
 
 static const char run_usage[] =
-    "usage: tbecheck run [CASEFILE|CASE ...] [--db PATH] [--engines LIST] [--repeat N]\n"
+    "usage: tbecheck run [CASEFILE|CASE|- ...] [--db PATH] [--engines LIST] [--repeat N]\n"
     "                    [--shard I/N|auto] [--campaign ID] [--max-violations N]\n"
     "                    [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
     "engine pair and path, and a warning for each engine that could not run here. All cases\n"
-    "are parsed, and their memory estimated, before anything runs.\n"
+    "are parsed, and their memory estimated, before anything runs. '-' reads a case file from\n"
+    "standard input (a generator's pipe), to its end.\n"
     "  --db PATH              results database (default ./" DEFAULT_DB ")\n"
     "  --engines LIST         comma-separated, from ref,gpu,oracle (default all; ref always)\n"
     "  --repeat N             run each case N times (flaky outputs show in flaky.sql)\n"

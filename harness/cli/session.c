@@ -317,7 +317,12 @@ int add_case(const char *text, const char *where, parsed_case **v, int64_t *n)
 /* Reads and parses every case of the arguments. Returns -1 or an exit code. */
 int collect_cases(int argc, char **argv, parsed_case **v, int64_t *n)
 {
+  int piped = 0;
   for (int a = 0; a < argc; a++) {
+    if (!strcmp(argv[a], "-") && piped++) {
+      say_error("'-' (the cases on standard input) is given twice: it can be read once");
+      return EXIT_USAGE;
+    }
     if (is_case_text(argv[a])) {
       int rc = add_case(argv[a], "argument", v, n);
       if (rc >= 0)
@@ -331,7 +336,8 @@ int collect_cases(int argc, char **argv, parsed_case **v, int64_t *n)
     int rc = -1;
     for (int i = 0; rc < 0 && i < cl.count; i++) {
       char where[600];
-      snprintf(where, sizeof where, "%s:%d", argv[a], cl.lines[i].line);
+      snprintf(where, sizeof where, "%s:%d", strcmp(argv[a], "-") ? argv[a] : "stdin",
+               cl.lines[i].line);
       rc = add_case(cl.lines[i].text, where, v, n);
     }
     case_list_free(&cl);
