@@ -528,6 +528,9 @@ def test_fault_nowhere():
 
 def test_injected():
     """A fault-injected run is marked, and kept out of drift, flaky and worst."""
+    expect(0, "export", "B=4 L=2 D=8", "ex")
+    expect(1, "import", "ex", "--db", "imp.db", "--engines", "ref", "--inject-fault", "ref:output")
+    check(query("imp.db", "SELECT injected FROM runs") == [(1,)], "an injected import unmarked")
     cases = case_file("i.cases", ["B=4 L=2 D=8", "T=2 B=3 E=10,20 D=4,8 L=2"])
     expect(0, "run", "--engines", "ref", cases)
     expect(1, "run", "--engines", "ref", "--inject-fault", "ref:output", cases)
@@ -592,7 +595,13 @@ def test_fuzz_fault():
         check(not os.path.exists("f.db"), f"fuzz --inject-fault {args} wrote f.db before refusing")
     _, err = expect(2, "fuzz", "--seconds", "3", "--engines", "ref", "--db", "far.db",
                     "--inject-fault", "ref:output@99999999")
-    check("landed nowhere" in err, f"a fault past every drawn case's output: {err}")
+    check("landed nowhere" in err and "nothing was stored" in err and
+          not os.path.exists("far.db"), f"a fault past every drawn case's output: {err}")
+    expect(0, "run", "--db", "far.db", "--engines", "ref", "B=4")
+    before = db_bytes("far.db")
+    expect(2, "fuzz", "--seconds", "2", "--engines", "ref", "--db", "far.db",
+           "--inject-fault", "ref:output@99999999")
+    check(db_bytes("far.db") == before, "a refused fuzz campaign changed the database")
     out, _ = expect(1, "fuzz", "--seconds", "3", "--engines", "ref", "--db", "f.db",
                     "--inject-fault", "ref:output")
     check(query("f.db", "SELECT injected FROM runs") == [(1,)], "the fuzz run is not injected")

@@ -399,17 +399,37 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
   return s.code == TBE_OK ? -1 : usage("", s.message);
 }
 
-/* What this run stored: a case drawn or shrunk twice is stored as its next repeat. */
+/* The run row of a campaign, kept until it is stored (held: once the fault lands). */
+typedef struct {
+  runinfo ri;
+  char engines[64], args[1024];
+  db_run_info info;
+} run_row;
+
+/* A result held until the fault lands (stored.hold). */
+typedef struct {
+  char *canon;
+  eng_case_result r;
+} held_result;
+
+/* What this run stored: a case drawn or shrunk twice is stored as its next repeat. Hold (a
+ * campaign with --inject-fault): nothing is written until the fault first lands, since a fault
+ * that lands nowhere refuses the campaign (exit 2) and must leave the database as it was; the
+ * run row and the results held so far are stored then, and the rest case by case. */
 typedef struct {
   db *d;
   int64_t run;
   uint64_t *hash;
   int *count;
   int n, cap;
+  const run_row *row;
+  int hold, created;
+  held_result *held;
+  int n_held;
 } stored;
 
-/* Stores one case's result. Returns 0, or 3 on a storage error. */
-static int store(stored *t, const char *canon, const eng_case_result *r, int64_t *id)
+/* Stores one case's result now. Returns 0, or 3 on a storage error. */
+static int store_now(stored *t, const char *canon, const eng_case_result *r, int64_t *id)
 {
   uint64_t h = eng_fnv1a(ENG_FNV_SEED, canon, strlen(canon));
   int i = 0;
@@ -438,6 +458,66 @@ static int store(stored *t, const char *canon, const eng_case_result *r, int64_t
   return 0;
 }
 
+/* Stores the run row, then what was held. Returns 0, or 3. */
+static int store_release(stored *t)
+{
+  tbe_status s = db_run_begin(t->d, &t->row->info, &t->run);
+  if (s.code != TBE_OK) {
+    fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
+    return 3;
+  }
+  t->hold = 0;
+  int64_t id;
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < t->n_held; i++)
+    rc = store_now(t, t->held[i].canon, &t->held[i].r, &id);
+  return rc;
+}
+
+/* Stores one case's result, or while holding takes r over (left empty; *id = 0). Returns 0,
+ * or 3 on a storage error. */
+static int store(stored *t, const char *canon, eng_case_result *r, int64_t *id)
+{
+  *id = 0;
+  int rc = t->hold && r->fault_landed ? store_release(t) : 0;
+  if (rc || !t->hold)
+    return rc ? rc : store_now(t, canon, r, id);
+  held_result *h = realloc(t->held, sizeof *h * (size_t)(t->n_held + 1));
+  char *c = strdup(canon);
+  if (h)
+    t->held = h;
+  if (!h || !c) {
+    free(c);
+    fprintf(stderr, "\ntbecheck fuzz: out of memory\n");
+    return 3;
+  }
+  h[t->n_held++] = (held_result){c, *r};
+  memset(r, 0, sizeof *r);
+  return 0;
+}
+
+/* Frees what t holds; a campaign refused while holding removes the database file it made. */
+static void store_free(stored *t, const char *db_path, int refused)
+{
+  for (int i = 0; i < t->n_held; i++) {
+    free(t->held[i].canon);
+    eng_case_result_free(&t->held[i].r);
+  }
+  free(t->held);
+  free(t->hash);
+  free(t->count);
+  db_close(t->d);
+  if (refused && t->created)
+    db_remove_files(db_path);
+}
+
+/* A stored case's id as text, or "(held)" for 0: not stored until the fault lands. */
+static const char *id_text(int64_t id, char buf[24])
+{
+  snprintf(buf, 24, id ? "%lld" : "(held)", (long long)id);
+  return buf;
+}
+
 static const eng_check *first_failure(const eng_case_result *r)
 {
   for (int i = 0; i < r->n_checks; i++)
@@ -453,7 +533,8 @@ static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
                           const eng_case_result *r, int64_t id, const char *fault_arg)
 {
   const eng_check *sig = first_failure(r);
-  printf("FAIL  case %-5lld %s\n      %s:%s %s %s: %s: %s\n", (long long)id, canon,
+  char idtext[24];
+  printf("FAIL  case %-5s %s\n      %s:%s %s %s: %s: %s\n", id_text(id, idtext), canon,
          eng_name(sig->engine), sig->baseline, sig->path, sig->output,
          eng_status_name(sig->status), sig->reason);
   fflush(stdout);
@@ -471,8 +552,8 @@ static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
     int64_t sid = 0;
     rc = store(t, small, &f.best, &sid);
     eng_case_result_free(&f.best);
-    printf("      shrunk in %d tries (%d kept) to case %lld: %s\n", st.tries, st.accepted,
-           (long long)sid, small);
+    printf("      shrunk in %d tries (%d kept) to case %s: %s\n", st.tries, st.accepted,
+           id_text(sid, idtext), small);
     if (st.stopped != SHRINK_DONE)
       printf("      shrink cut short (%s): the smallest failing case so far\n",
              shrink_stop_reason(st.stopped));
@@ -488,8 +569,10 @@ static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
   return rc;
 }
 
-static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ctx **x,
-                    int64_t *run)
+/* Opens the engines and the database and fills the run row, which is stored at once unless
+ * the campaign holds (t->hold). -1 or an exit code. */
+static int open_run(const fuzz_options *o, int argc, char **argv, stored *t, run_row *row,
+                    eng_ctx **x)
 {
   tbe_status s = eng_open(&o->eng, x);
   const eng_options *f = &o->eng;
@@ -504,8 +587,9 @@ static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ct
             eng_unavailable(*x, f->fault_engine));
     return 2;
   }
+  t->created = access(o->db_path, F_OK) != 0;
   if (s.code == TBE_OK)
-    s = db_open(o->db_path, DB_WRITE, d);
+    s = db_open(o->db_path, DB_WRITE, &t->d);
   if (s.code != TBE_OK) {
     fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
     return s.code == TBE_EINVAL ? 2 : 3;
@@ -513,24 +597,22 @@ static int open_run(const fuzz_options *o, int argc, char **argv, db **d, eng_ct
   for (int e = 0; e < ENG_COUNT; e++)
     if ((o->eng.engines & (1u << e)) && eng_unavailable(*x, (eng_id)e))
       printf("engine %s: skip (%s)\n", eng_name((eng_id)e), eng_unavailable(*x, (eng_id)e));
-  runinfo ri;
-  runinfo_collect(&ri);
-  char engines[64], args[1024] = "tbecheck";
-  eng_format_list(o->eng.engines, engines, sizeof engines);
+  runinfo_collect(&row->ri);
+  const runinfo *ri = &row->ri;
+  eng_format_list(o->eng.engines, row->engines, sizeof row->engines);
+  snprintf(row->args, sizeof row->args, "tbecheck");
   for (int i = 0; i < argc; i++)
-    snprintf(args + strlen(args), sizeof args - strlen(args), " %s", argv[i]);
-  db_run_info info = {
-    .git_commit = ri.git_commit[0] ? ri.git_commit : NULL, .dirty = ri.dirty, .host = ri.host,
-    .cpu = ri.cpu[0] ? ri.cpu : "unknown", .driver = ri.driver[0] ? ri.driver : NULL,
+    snprintf(row->args + strlen(row->args), sizeof row->args - strlen(row->args), " %s", argv[i]);
+  row->info = (db_run_info){
+    .git_commit = ri->git_commit[0] ? ri->git_commit : NULL, .dirty = ri->dirty,
+    .host = ri->host, .cpu = ri->cpu[0] ? ri->cpu : "unknown",
+    .driver = ri->driver[0] ? ri->driver : NULL,
     .gpu = eng_gpu_description(*x)[0] ? eng_gpu_description(*x) : NULL,
-    .tool_version = "fuzz", .argv = args, .engines = engines, .repeats = 1,
+    .tool_version = "fuzz", .argv = row->args, .engines = row->engines, .repeats = 1,
     .injected = o->eng.fault_output[0] != '\0'};
-  s = db_run_begin(*d, &info, run);
-  if (s.code != TBE_OK) {
-    fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
-    return 3;
-  }
-  return -1;
+  t->row = row;
+  t->hold = o->eng.fault_output[0] != '\0';
+  return t->hold || store_release(t) == 0 ? -1 : 3;
 }
 
 /* Prints why draw i was too big for the time left, and what ran instead. */
@@ -549,11 +631,10 @@ int fuzz_command(int argc, char **argv)
   int rc = parse_args(argc, argv, &o);
   if (rc >= 0)
     return rc;
-  db *d = NULL;
   eng_ctx *x = NULL;
-  int64_t run = 0;
-  rc = open_run(&o, argc, argv, &d, &x, &run);
-  stored t = {d, run, NULL, NULL, 0, 0};
+  stored t = {0};
+  run_row row;
+  rc = open_run(&o, argc, argv, &t, &row, &x);
   int live = isatty(STDOUT_FILENO), failed = 0;
   double t0 = eng_now_ms(), shown = t0;
   budget bu = {t0 + o.seconds * 1000, 1, 0};
@@ -565,7 +646,6 @@ int fuzz_command(int argc, char **argv)
   if (o.eng.fault_output[0])
     snprintf(fault_arg, sizeof fault_arg, " --inject-fault %s:%s@%lld",
              eng_name(o.eng.fault_engine), o.eng.fault_output, (long long)o.eng.fault_index);
-  int landed = 0;
   int64_t most = -1; /* the longest the fault's output was in a case (-1: never produced) */
   for (uint64_t i = 0;
        rc < 0 && eng_now_ms() < bu.end_ms && (o.max_cases < 0 || done < o.max_cases); i++) {
@@ -585,7 +665,6 @@ int fuzz_command(int argc, char **argv)
     tbe_status s = dr.canon ? eng_run_case(x, dr.c, dr.canon, &r)
                             : tbe_error(TBE_ENOMEM, "fuzz", -1, "out of memory");
     budget_learn(&bu, dr.c, eng_now_ms() - c0);
-    landed |= r.fault_landed;
     most = r.fault_elements > most ? r.fault_elements : most;
     if (s.code != TBE_OK) {
       fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
@@ -613,8 +692,24 @@ int fuzz_command(int argc, char **argv)
       fflush(stdout);
     }
   }
+  int refused = 0;
+  if (rc < 0 && t.hold) { /* the fault landed in no case: a run that tested nothing, unstored */
+    if (most <= 0)
+      fprintf(stderr, "%stbecheck fuzz: --inject-fault%s landed nowhere: %s produced no '%s' in "
+              "any case\n", live ? "\r\033[K" : "", fault_arg, eng_name(o.eng.fault_engine),
+              o.eng.fault_output);
+    else
+      fprintf(stderr, "%stbecheck fuzz: --inject-fault%s landed nowhere: '%s' of %s had at most "
+              "%lld elements in the %lld cases drawn (@0..@%lld)\n", live ? "\r\033[K" : "",
+              fault_arg, o.eng.fault_output, eng_name(o.eng.fault_engine), (long long)most, done,
+              (long long)most - 1);
+    fprintf(stderr, "tbecheck fuzz: nothing was stored%s\n",
+            done == 0 ? " (no case ran: --max-cases 0, or every draw too big for the time)" : "");
+    rc = 2;
+    refused = 1;
+  }
   if (rc < 0) {
-    tbe_status s = db_run_end(d, run);
+    tbe_status s = db_run_end(t.d, t.run);
     if (s.code != TBE_OK) {
       fprintf(stderr, "tbecheck fuzz: %s\n", s.message);
       rc = 3;
@@ -624,26 +719,13 @@ int fuzz_command(int argc, char **argv)
     printf("%srun %lld: %lld cases in %.1f s (budget %g s), %d failed (shrunk reproducers above), "
            "%lld drawn too big for the time left (%lld redrawn smaller, %lld skipped); "
            "results in %s\n",
-           live ? "\r\033[K" : "", (long long)run, done, (eng_now_ms() - t0) / 1000, o.seconds,
+           live ? "\r\033[K" : "", (long long)t.run, done, (eng_now_ms() - t0) / 1000, o.seconds,
            failed, redrawn + skipped, redrawn, skipped, o.db_path);
     rc = failed ? 1 : 0;
     if (done == 0)
       printf("warning: no case ran (--max-cases 0, or every draw too big for the time)\n");
-    if (o.eng.fault_output[0] && !landed) {
-      /* a fault that moved nothing tested nothing: its run must not read as the suite's pass */
-      if (most <= 0)
-        fprintf(stderr, "tbecheck fuzz: --inject-fault%s landed nowhere: %s produced no '%s' "
-                "in any case\n", fault_arg, eng_name(o.eng.fault_engine), o.eng.fault_output);
-      else
-        fprintf(stderr, "tbecheck fuzz: --inject-fault%s landed nowhere: '%s' of %s had at most "
-                "%lld elements in the cases drawn (@0..@%lld)\n", fault_arg, o.eng.fault_output,
-                eng_name(o.eng.fault_engine), (long long)most, (long long)most - 1);
-      rc = 2;
-    }
   }
-  free(t.hash);
-  free(t.count);
   eng_close(x);
-  db_close(d);
+  store_free(&t, o.db_path, refused);
   return rc;
 }

@@ -182,11 +182,24 @@ static int session_store(session *s, const char *canon, int repeat, const eng_ca
   return -1;
 }
 
+/* Ends the hold once the fault has landed: the run row and what was held are stored, and
+ * the run goes on storing case by case. -1 or an exit code. */
+static int session_release(session *s)
+{
+  int rc = session_begin_run(s);
+  for (int64_t i = 0; rc < 0 && i < s->n_held; i++)
+    rc = session_store(s, s->held[i].canon, s->held[i].repeat, &s->held[i].r);
+  s->hold = 0;
+  return rc;
+}
+
 int session_case(session *s, const char *canon, int repeat, eng_case_result *r)
 {
   progress_step(&s->prog, eng_case_failed(r));
   fault_note(&s->fault, r);
   int rc = -1;
+  if (s->hold && s->fault.landed && (rc = session_release(s)) >= 0)
+    return rc;
   if (s->hold) {
     held_case *h = realloc(s->held, sizeof *h * (size_t)(s->n_held + 1));
     char *c = strdup(canon);
@@ -214,14 +227,8 @@ static void session_unmake(session *s)
 {
   db_close(s->d);
   s->d = NULL;
-  if (!s->created)
-    return;
-  static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
-  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s%s", s->o->db_path, tails[i]);
-    unlink(path);
-  }
+  if (s->created)
+    db_remove_files(s->o->db_path);
 }
 
 int session_close(session *s, int64_t cases, int repeats)
@@ -229,17 +236,11 @@ int session_close(session *s, int64_t cases, int repeats)
   if (s->live)
     printf("\r\033[K");
   int rc = -1;
-  if (s->hold) {
-    if ((rc = fault_check(s->o, &s->fault)) >= 0) {
-      say_error("nothing was stored: a run whose fault lands nowhere tested nothing");
-      session_unmake(s);
-      return rc;
-    }
-    rc = session_begin_run(s);
-    for (int64_t i = 0; rc < 0 && i < s->n_held; i++)
-      rc = session_store(s, s->held[i].canon, s->held[i].repeat, &s->held[i].r);
-    if (rc >= 0)
-      return rc;
+  if (s->hold) { /* the fault has landed in no case */
+    rc = fault_check(s->o, &s->fault);
+    say_error("nothing was stored: a run whose fault lands nowhere tested nothing");
+    session_unmake(s);
+    return rc;
   }
   tbe_status st = db_run_end(s->d, s->run);
   db_table t;

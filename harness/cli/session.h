@@ -39,10 +39,11 @@ typedef struct {
 
 /* A run session: database, engines, progress, shared by run and import.
  *
- * Hold (a run with --inject-fault): whether the fault lands is known only at the end, and a
- * fault that lands nowhere refuses the run (exit 2), which must leave the database as it was.
- * So the run row and every result are held in memory and stored at the end, once the fault has
- * landed; a refused run writes nothing, and removes the database file it created. */
+ * Hold (a run with --inject-fault): a fault that lands nowhere refuses the run (exit 2), which
+ * must leave the database as it was, and whether it lands is known only once a case has run.
+ * So the run row and the results are held in memory until the fault first lands, then stored,
+ * and the run goes on case by case; a run whose fault never landed writes nothing, and removes
+ * the database file it created. */
 typedef struct {
   const cli_options *o;
   db *d;
@@ -52,7 +53,7 @@ typedef struct {
   progress prog;
   int64_t failed;  /* case runs with a failure or an error */
   fault_seen fault;
-  int hold;        /* results are held until session_close (above) */
+  int hold;        /* results are held until the fault lands (above) */
   int created;     /* the database file did not exist before session_open */
   char *argv_text; /* the command line, for the held run row */
   held_case *held;
@@ -63,13 +64,13 @@ typedef struct {
  * waits for session_close). -1 or an exit code. */
 int session_open(session *s, const cli_options *o, int argc, char **argv, int64_t total);
 
-/* Stores one case's result and reports it; hold: takes r over (it is left empty) and stores it
- * at session_close. -1 to go on, or an exit code. */
+/* Stores one case's result and reports it; holding: takes r over (it is left empty) and stores
+ * it once the fault lands. -1 to go on, or an exit code. */
 int session_case(session *s, const char *canon, int repeat, eng_case_result *r);
 
-/* Ends the run of `cases` cases, each `repeats` times: refuses a held run whose fault landed
- * nowhere (nothing stored), else stores what was held, marks it complete, prints the summary
- * and a warning for what did not run. Returns the exit code. */
+/* Ends the run of `cases` cases, each `repeats` times: refuses a run whose fault landed nowhere
+ * (nothing stored), else marks it complete, prints the summary and a warning for what did not
+ * run. Returns the exit code. */
 int session_close(session *s, int64_t cases, int repeats);
 void session_free(session *s);
 

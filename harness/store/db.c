@@ -399,6 +399,16 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   return tbe_ok();
 }
 
+void db_remove_files(const char *path)
+{
+  static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s%s", path, tails[i]);
+    unlink(p);
+  }
+}
+
 void db_close(db *d)
 {
   if (!d)

@@ -83,6 +83,10 @@ typedef struct {
 /* Stores one benchmark figure of run `run` (and its case if new) in one transaction. */
 tbe_status db_store_perf_row(db *d, int64_t run, const db_perf_row *p);
 
+/* Removes the database file path and SQLite's companions of it (-wal, -shm, -journal): for a
+ * database a command created and, refused, must not leave behind. Closed first by the caller. */
+void db_remove_files(const char *path);
+
 /* The canonical text of the case whose id (decimal) or hash (16 hex digits) is key; malloc'd.
  * TBE_EINVAL if there is none. */
 tbe_status db_case_text(db *d, const char *key, char **canonical);
