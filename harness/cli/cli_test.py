@@ -868,6 +868,56 @@ def test_stdin():
     check(runs_in("tbecheck.db") == 2, "a refused run was recorded")
 
 
+def tree_bytes(top="."):
+    """Every file under top with its bytes: what a refused command must leave as it was."""
+    out = {}
+    for d, _, files in os.walk(top):
+        for f in files:
+            out[os.path.join(d, f)] = read_bytes(os.path.join(d, f))
+    return out
+
+
+def test_refused_unchanged():
+    """The general rule, command by command: an input refused at the command's last check (the
+    last thing it checks before it would report) gets exit 2 and leaves every file as it was:
+    the database, the output paths, and nothing new beside them."""
+    expect(0, "run", "--engines", "ref", "B=4 seed=1")
+    expect(0, "run", "--db", "other.db", "--engines", "ref", "B=5 seed=2")
+    with open("bad.db", "w") as f:
+        f.write("not a database\n" * 8)
+    expect(0, "export", "B=4 L=2 D=8", "ex")
+    expect(0, "export", "B=3", "e")
+    with open("e/notes.txt", "w") as f:
+        f.write("mine\n")
+    with open("page.html", "w") as f:
+        f.write("<p>an earlier report</p>\n")
+    race_cases = case_file("race.cases", ["B=4 opt=sgd", "B=4 opt=sgd bwd.combine=atomic"])
+    exp_cases = case_file("exp.cases", ["B=4", "B=5"])
+    far = ["--inject-fault", "ref:output@99999999"]
+    commands = [
+        ("run", ["run", "--engines", "ref", "B=4", "B=5 L=2", *far], "landed nowhere"),
+        ("fuzz", ["fuzz", "--engines", "ref", "--seconds", "1", *far], "landed nowhere"),
+        ("import", ["import", "ex", "--engines", "ref", *far], "landed nowhere"),
+        ("replay", ["replay", "--engines", "ref", "B=4", *far], "landed nowhere"),
+        ("merge", ["merge", "tbecheck.db", "other.db", "bad.db"], "bad.db"),
+        ("export", ["export", exp_cases, "e", "--force"], "notes.txt"),
+        ("report", ["report", "--html", "page.html", "--since", "deadbeef"], "deadbeef"),
+        ("list", ["list", "--run", "999"], "no run 999"),
+        ("show", ["show", "999"], "no result 999"),
+        ("race", ["race", "--cases", race_cases], "race.cases:2"),
+        ("random", ["random", "3", "x"], "bad SEED"),
+    ]
+    for name, args, words in commands:
+        before = tree_bytes()
+        out, err = expect(2, *args)
+        check(words in err, f"{name}: '{words}' not in: {err}")
+        after = tree_bytes()
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        check(not changed, f"{name}, refused, changed {changed}")
+        if name == "random":
+            check(out == "", f"random, refused, printed cases: {out[:200]}")
+
+
 def test_big_cases():
     """Cases that fit the language but not the machine are refused at once, with both figures,
     before anything is generated or stored; no kill, no result."""

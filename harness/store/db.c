@@ -361,19 +361,27 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   snprintf(d->path, sizeof d->path, "%s", path);
   /* A reader of a WAL database needs its -shm file, which it cannot create in a directory it
    * may not write (an archived database): then, with no WAL file to replay, it reads the file
-   * as immutable. Elsewhere it reads as any SQLite reader, beside concurrent writers. */
+   * as immutable. Where it may write the file, it reads through a read-write connection held
+   * to queries (query_only): only such a connection, the last to close, removes the -wal and
+   * -shm files a read made (a read-only one leaves them behind). Elsewhere it reads as a
+   * read-only SQLite reader. Each reads beside concurrent writers. */
   int archived = mode == DB_READ && !db_file_exists(path, "-wal") && access(dir, W_OK) != 0;
+  int tidy = mode == DB_READ && !archived && access(path, W_OK) == 0;
   char uri[2200];
-  if (db_uri(path, mode == DB_WRITE ? "mode=rwc" : archived ? "immutable=1" : "mode=ro", uri,
-             sizeof uri)) {
+  if (db_uri(path, mode == DB_WRITE ? "mode=rwc" : archived ? "immutable=1"
+                   : tidy ? "mode=rw" : "mode=ro", uri, sizeof uri)) {
     free(d);
     return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", path);
   }
-  int flags = mode == DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+  int flags = mode == DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+              : tidy           ? SQLITE_OPEN_READWRITE
+                               : SQLITE_OPEN_READONLY;
   int rc = sqlite3_open_v2(uri, &d->h, flags | SQLITE_OPEN_URI, NULL);
   tbe_status s = rc == SQLITE_OK ? tbe_ok() : db_fail(path, d->h, rc, "cannot open");
   if (s.code == TBE_OK)
     sqlite3_busy_timeout(d->h, DB_BUSY_MS);
+  if (s.code == TBE_OK && tidy)
+    s = db_exec(d, "PRAGMA query_only = 1", "cannot hold the reader to queries");
   if (s.code == TBE_OK && mode == DB_WRITE && has_pages && (fresh || version < DB_SCHEMA_VERSION))
     s = db_quick_check(d);
   if (s.code == TBE_OK && mode == DB_WRITE && !fresh) {
