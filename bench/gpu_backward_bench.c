@@ -21,6 +21,7 @@
 #include "engine_ref.h"
 #include "bench_shapes.h"
 #include "gen.h"
+#include "prng.h"
 #include "tbe_gpu.h"
 
 enum { REPS = 10 };
@@ -173,13 +174,19 @@ static void run_shape(const char *name)
   free(text);
 }
 
-/* Every run of length exactly sl: N lookups over N/sl rows, row p % E at position p. */
+/* Every run of length exactly sl: N lookups over N/sl rows; in order, row p % E at position p
+ * (gradient rows read in order), and shuffled, the same rows at positions permuted by a seeded
+ * Fisher-Yates (random gradient reads: the anchor probe's --sl data). */
 static void run_sweep(void)
 {
   static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
-  static const int thresholds[] = {32, 256};
+  enum { NCOL = 3 };
+  static const struct {
+    int threshold, shuffled;
+    const char *name;
+  } cols[NCOL] = {{32, 0, "thr32"}, {256, 0, "thr256"}, {256, 1, "shuffled-thr256"}};
   printf("SL sweep: T=1 B=262144 L=32 D=128 fp16, N = 8.4M lookups, every run of length SL\n");
-  printf("  %8s %14s %14s\n", "SL", "thr=32 ms", "thr=256 ms");
+  printf("  %8s %14s %14s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms");
   for (size_t k = 0; k < sizeof sls / sizeof sls[0]; k++) {
     char text[256];
     const int64_t N = 262144 * 32;
@@ -197,24 +204,30 @@ static void run_sweep(void)
       st = tbe_layout_init(&l, &b);
     if (st.code != TBE_OK)
       die(text, st);
-    for (int64_t p = 0; p < b.N; p++)
-      tbe_iset(b.indices, b.itype, p, p % b.E[0]);
-    double ms[2];
-    for (int t = 0; t < 2; t++) {
+    double ms[NCOL], gb[NCOL];
+    for (int t = 0; t < NCOL; t++) {
+      for (int64_t p = 0; p < b.N; p++)
+        tbe_iset(b.indices, b.itype, p, p % b.E[0]);
+      const uint64_t key = prng_key(9, (uint64_t)sls[k]);
+      for (int64_t p = b.N - 1; cols[t].shuffled && p > 0; p--) {
+        const int64_t q = (int64_t)prng_below(prng_at(key, (uint64_t)p), (uint64_t)p + 1);
+        const int64_t a = tbe_iget(b.indices, b.itype, p);
+        tbe_iset(b.indices, b.itype, p, tbe_iget(b.indices, b.itype, q));
+        tbe_iset(b.indices, b.itype, q, a);
+      }
       ref_bwd_config cfg = *bwd.cfg;
-      cfg.threshold = thresholds[t];
+      cfg.threshold = cols[t].threshold;
       gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED};
       gpu_session *s = open_bwd(&b, &l, &cfg, &g, &bwd);
       ms[t] = median_backward(s).ms;
+      gb[t] = gbps(&b, &l, ms[t]);
       gpu_session_close(s);
-    }
-    printf("  %8d %14.3f %14.3f   %6.0f / %6.0f GB/s\n", sls[k], ms[0], ms[1],
-           gbps(&b, &l, ms[0]), gbps(&b, &l, ms[1]));
-    char name[32];
-    for (int t = 0; t < 2; t++) {
-      snprintf(name, sizeof name, "SL%d-thr%d", sls[k], thresholds[t]);
+      char name[48];
+      snprintf(name, sizeof name, "SL%d-%s", sls[k], cols[t].name);
       bench_db_figure(rec, name, text, "gpu:backward", NULL, ms[t], bwd_bytes(&b, &l), copy_gbps);
     }
+    printf("  %8d %14.3f %14.3f %16.3f   %6.0f / %6.0f / %6.0f GB/s\n", sls[k], ms[0], ms[1],
+           ms[2], gb[0], gb[1], gb[2]);
     fflush(stdout);
     tbe_layout_free(&l);
     gen_case_free(&b, &bwd);

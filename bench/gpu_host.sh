@@ -13,7 +13,8 @@
 #   bench     the forward benchmarks, the anchor probe ../shared/anchors/gather_probe.cu right
 #             after them when a copy is carried in .probe/, and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
-#             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/);
+#             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/, on F1
+#             and, where the SL sweep runs, on its sweep --sl);
 #             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
 #   wait      waits for the parts run in the background before it
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
@@ -175,9 +176,14 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       if [ -f .probe/backward_probe.cu ]; then
         nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/backward_probe .probe/backward_probe.cu &&
           timeout "$(left)" /tmp/backward_probe >"$LOGS/anchor.txt" 2>&1
+        # its segment-length sweep beside ours (the shuffled column is its data)
+        if [ -z "${BWD_ONLY:-}" ] || [[ ",$BWD_ONLY," == *,SL,* ]]; then
+          timeout "$(left)" /tmp/backward_probe --sl >>"$LOGS/anchor.txt" 2>&1
+        fi
+        while read -r line; do note anchor "$line"; done < <(cut -c1-150 "$LOGS/anchor.txt")
       fi
-      while read -r line; do note "" "$line"; done < <(grep -E "^[A-Z0-9]+ |  accum " \
-        "$LOGS/bwdbench.txt" | cut -c1-100)
+      while read -r line; do note "" "$line"; done < <(grep -E "^[A-Z0-9]+ |  accum |^ +[0-9]+ " \
+        "$LOGS/bwdbench.txt" | cut -c1-120)
       note bwdbench "peers: $(tr '\n' ' ' <"$LOGS/torch_bwd.txt" | cut -c1-200)" ;;
     profile)
       timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
