@@ -18,7 +18,8 @@
 #             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
 #   wait      waits for the parts run in the background before it
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
-#             built with -lineinfo), the report in logs/f1.ncu-rep
+#             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
+#             short_runs kernel on F1 (logs/anchor.ncu-rep) when a copy is carried in .probe/
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
@@ -188,12 +189,25 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
     profile)
       timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section InstructionStats \
         --section SourceCounters --import-source yes -o "$LOGS/f1" -f \
         build-gpu/bench/gpu_backward_bench --only F1 >"$LOGS/ncu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
       note profile "ncu exit $r: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued' \
-        "$LOGS/ncu_f1.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" ;;
+        "$LOGS/ncu_f1.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"
+      # the anchor's sum + Adagrad kernel on F1, the same sections, to compare with ours
+      if [ -f .probe/backward_probe.cu ]; then
+        { [ -x /tmp/backward_probe ] ||
+          nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o /tmp/backward_probe .probe/backward_probe.cu; } &&
+          timeout "$(left)" ncu --clock-control none -k regex:short_runs --launch-count 1 \
+            --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --section WarpStateStats --section InstructionStats -o "$LOGS/anchor" -f \
+            /tmp/backward_probe >"$LOGS/ncu_anchor.log" 2>&1 &&
+          ncu -i "$LOGS/anchor.ncu-rep" --print-details all >"$LOGS/ncu_anchor.txt" 2>&1
+        note profile "anchor: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Instructions  ' \
+          "$LOGS/ncu_anchor.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"
+      fi ;;
     wait)
       wait # the parts before it that run in the background (so a benchmark after runs alone)
       ;;
