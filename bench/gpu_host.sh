@@ -3,7 +3,8 @@
 # logs bundled into $OUT/logs.tgz, a short table printed last. Not for CI: CI has no GPU.
 #
 #   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu_K first: the long ones;
-#             TESTS_RE=regex: only those that match, ctest -R)
+#             TESTS_RE=regex: only those that match, ctest -R; RESOURCES=1: with CTest's GPU
+#             allocation, scripts/ctest/gpu_resources.py's spec of this host)
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
@@ -98,9 +99,16 @@ run_part() {
       # gpu_forward_gpu_K start first (their COST), the rest beside them; eight at a time (each
       # GPU-sized case holds about 9 GB of host memory by its arrays: outputs of 268M floats, the
       # exact twin's two fp64 arrays; the host has 128)
+      # RESOURCES=1: through CTest's GPU allocation (scripts/ctest/gpu_resources.py's spec)
+      local spec=()
+      if [ "${RESOURCES:-0}" = 1 ]; then
+        python3 scripts/ctest/gpu_resources.py spec -o "$LOGS/gpus.json" && spec=(--resource-spec-file "$LOGS/gpus.json")
+        note "" "resource spec: $(tr -d ' \n' <"$LOGS/gpus.json" | cut -c1-150)"
+      fi
       timeout "$(left)" ctest --test-dir build-gpu -L gpu ${TESTS_RE:+-R "$TESTS_RE"} -j8 -V \
-        >"$LOGS/ctest-gpu.log" 2>&1
+        "${spec[@]}" >"$LOGS/ctest-gpu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
+      [ ${#spec[@]} -gt 0 ] && note "" "allocations seen: $(grep -oE 'CUDA_VISIBLE_DEVICES=[0-9]+|gpus.json' "$LOGS/ctest-gpu.log" | sort | uniq -c | tr '\n' ' ')"
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
       while read -r line; do note "" "$line"; done < <(grep -E "small-table path:|gpu forward vs reference:" \
         "$LOGS/ctest-gpu.log" | sed 's/^[0-9]*: //'; grep -E "Test +#.*(Failed|Timeout|Not Run)" \
