@@ -54,12 +54,19 @@ class BadInput(Exception):
 
 
 def connect(path):
-    """A read-only connection; an archived database (no WAL file, a directory we may not write)
-    is read as immutable, as harness/store/db.c does."""
+    """A reader's connection, as harness/store/db.c opens one: an archived database (no WAL
+    file, a directory we may not write) read as immutable; one we may write through a
+    read-write connection held to queries, which, closing last, removes the -wal and -shm a
+    read made; any other read-only."""
     archived = not os.path.exists(path + "-wal") and \
         not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
-    uri = "file:" + urllib.parse.quote(path) + ("?immutable=1" if archived else "?mode=ro")
-    return sqlite3.connect(uri, uri=True)
+    tidy = not archived and os.access(path, os.W_OK)
+    uri = "file:" + urllib.parse.quote(path) + ("?immutable=1" if archived else
+                                                "?mode=rw" if tidy else "?mode=ro")
+    con = sqlite3.connect(uri, uri=True)
+    if tidy:
+        con.execute("PRAGMA query_only = 1")
+    return con
 
 
 def query(con, name, **params):

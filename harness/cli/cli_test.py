@@ -1218,6 +1218,8 @@ def test_report():
           "the fail count does not link to the failures")
     # every link on a page resolves: this one, and that of run 4, where everything passed
     expect(0, "report", "--db", db, "--run", "4", "--html", "r4.html")
+    check(not os.path.exists(db + "-wal") and not os.path.exists(db + "-shm"),
+          "the report's reader left the database's -wal and -shm behind")
     for page in (p, parse_page("r4.html")):
         hrefs = [a.get("href") for t, a in page.tags if t == "a"]
         inner = [h for h in hrefs if h and h.startswith("#")]
