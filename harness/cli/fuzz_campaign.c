@@ -22,6 +22,7 @@
 #include "db.h"
 #include "engine.h"
 #include "footprint.h"
+#include "held.h"
 #include "prng.h"
 #include "runinfo.h"
 #include "shrink.h"
@@ -406,12 +407,6 @@ typedef struct {
   db_run_info info;
 } run_row;
 
-/* A result held until the fault lands (stored.hold). */
-typedef struct {
-  char *canon;
-  eng_case_result r;
-} held_result;
-
 /* What this run stored: a case drawn or shrunk twice is stored as its next repeat. Hold (a
  * campaign with --inject-fault): nothing is written until the fault first lands, since a fault
  * that lands nowhere refuses the campaign (exit 2) and must leave the database as it was; the
@@ -424,8 +419,7 @@ typedef struct {
   int n, cap;
   const run_row *row;
   int hold, created;
-  held_result *held;
-  int n_held;
+  held_list held;
 } stored;
 
 /* Stores one case's result now. Returns 0, or 3 on a storage error. */
@@ -469,8 +463,8 @@ static int store_release(stored *t)
   t->hold = 0;
   int64_t id;
   int rc = 0;
-  for (int i = 0; rc == 0 && i < t->n_held; i++)
-    rc = store_now(t, t->held[i].canon, &t->held[i].r, &id);
+  for (int64_t i = 0; rc == 0 && i < t->held.n; i++)
+    rc = store_now(t, t->held.v[i].canon, &t->held.v[i].r, &id);
   return rc;
 }
 
@@ -482,28 +476,17 @@ static int store(stored *t, const char *canon, eng_case_result *r, int64_t *id)
   int rc = t->hold && r->fault_landed ? store_release(t) : 0;
   if (rc || !t->hold)
     return rc ? rc : store_now(t, canon, r, id);
-  held_result *h = realloc(t->held, sizeof *h * (size_t)(t->n_held + 1));
-  char *c = strdup(canon);
-  if (h)
-    t->held = h;
-  if (!h || !c) {
-    free(c);
+  if (held_push(&t->held, canon, 0, r)) {
     fprintf(stderr, "\ntbecheck fuzz: out of memory\n");
     return 3;
   }
-  h[t->n_held++] = (held_result){c, *r};
-  memset(r, 0, sizeof *r);
   return 0;
 }
 
 /* Frees what t holds; a campaign refused while holding removes the database file it made. */
 static void store_free(stored *t, const char *db_path, int refused)
 {
-  for (int i = 0; i < t->n_held; i++) {
-    free(t->held[i].canon);
-    eng_case_result_free(&t->held[i].r);
-  }
-  free(t->held);
+  held_free(&t->held);
   free(t->hash);
   free(t->count);
   db_close(t->d);

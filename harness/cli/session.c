@@ -187,8 +187,8 @@ static int session_store(session *s, const char *canon, int repeat, const eng_ca
 static int session_release(session *s)
 {
   int rc = session_begin_run(s);
-  for (int64_t i = 0; rc < 0 && i < s->n_held; i++)
-    rc = session_store(s, s->held[i].canon, s->held[i].repeat, &s->held[i].r);
+  for (int64_t i = 0; rc < 0 && i < s->held.n; i++)
+    rc = session_store(s, s->held.v[i].canon, s->held.v[i].repeat, &s->held.v[i].r);
   s->hold = 0;
   return rc;
 }
@@ -201,18 +201,10 @@ int session_case(session *s, const char *canon, int repeat, eng_case_result *r)
   if (s->hold && s->fault.landed && (rc = session_release(s)) >= 0)
     return rc;
   if (s->hold) {
-    held_case *h = realloc(s->held, sizeof *h * (size_t)(s->n_held + 1));
-    char *c = strdup(canon);
-    if (!h || !c) {
-      free(c);
-      if (h)
-        s->held = h;
+    if (held_push(&s->held, canon, repeat, r)) {
       say_error("out of memory holding the result of case '%s'", canon);
       return EXIT_INTERNAL;
     }
-    s->held = h;
-    h[s->n_held++] = (held_case){c, repeat, *r};
-    memset(r, 0, sizeof *r);
   } else {
     rc = session_store(s, canon, repeat, r);
   }
@@ -277,11 +269,7 @@ void session_free(session *s)
 {
   eng_close(s->x);
   db_close(s->d);
-  for (int64_t i = 0; i < s->n_held; i++) {
-    free(s->held[i].canon);
-    eng_case_result_free(&s->held[i].r);
-  }
-  free(s->held);
+  held_free(&s->held);
   free(s->argv_text);
 }
 

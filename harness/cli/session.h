@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "case.h"
+#include "held.h"
 #include "options.h"
 #include "progress.h"
 
@@ -30,13 +31,6 @@ int fault_check(const cli_options *o, const fault_seen *f);
  * -1 when it fits. */
 int check_memory(const tbe_case *c, const char *canon, const cli_options *o);
 
-/* A case's result held until the run's end (session.hold). */
-typedef struct {
-  char *canon;
-  int repeat;
-  eng_case_result r;
-} held_case;
-
 /* A run session: database, engines, progress, shared by run and import.
  *
  * Hold (a run with --inject-fault): a fault that lands nowhere refuses the run (exit 2), which
@@ -56,8 +50,7 @@ typedef struct {
   int hold;        /* results are held until the fault lands (above) */
   int created;     /* the database file did not exist before session_open */
   char *argv_text; /* the command line, for the held run row */
-  held_case *held;
-  int64_t n_held;
+  held_list held;
 } session;
 
 /* Opens the engines and the database and begins run of `total` case runs (hold: the run row
