@@ -256,6 +256,18 @@ def test_concurrent():
         check(any(got == want for got in runs.values()), "a run's results differ from alone")
     total = sum(sum(len(v) for v in a.values()) for a in alone)
     check(scalar("c.db", "SELECT count(*) FROM results") == total, "results lost")
+    # the moment of creation, many times: each of six runs may be the one that makes the schema,
+    # switches the file to WAL, or judges a file another is making
+    for rnd in range(15):
+        procs = [subprocess.Popen([TB, "run", "--db", f"n{rnd}.db", "--engines", "ref", "B=4"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env=ENV) for _ in range(6)]
+        for p in procs:
+            err = p.communicate()[1]
+            check(p.returncode == 0, f"round {rnd}: a run creating the database failed "
+                                     f"({p.returncode}): {err}")
+        check(scalar(f"n{rnd}.db", "SELECT count(*) FROM runs WHERE complete = 1") == 6,
+              f"round {rnd}: runs lost")
 
 
 def limit_file_size(n):

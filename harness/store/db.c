@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -101,6 +102,14 @@ static int db_uri(const char *path, const char *query, char *buf, size_t n)
   return w < 0 || (size_t)w >= n - k ? -1 : 0;
 }
 
+/* The directory path lies in, into buf ("." for a bare name); returns buf. */
+static const char *db_dir(const char *path, char *buf, size_t n)
+{
+  const char *slash = strrchr(path, '/');
+  snprintf(buf, n, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  return buf;
+}
+
 static int db_file_exists(const char *path, const char *suffix)
 {
   char p[1100];
@@ -163,20 +172,56 @@ static tbe_status db_check(const char *path, sqlite3 *h, int min_version, int *e
   return db_fail_file(path, h, rc, "is corrupt or truncated");
 }
 
-/* Checks the existing file at path without writing anything: a read-only connection, and an
- * immutable one when there is no WAL file (then nothing can be pending, and SQLite creates no
- * -wal or -shm file beside a file it is refusing); min_version as db_check. */
+/* Checks the existing file at path without writing anything, in one read transaction: the
+ * file's identity, schema version and pages are judged in one snapshot, since another tbecheck
+ * may be creating or filling it right now (two snapshots could see its application_id before
+ * its commit and its tables after). A file with pending state (-wal, -journal) is read through
+ * a read-only connection, which never replays that state into a file it may refuse. Otherwise,
+ * where this user may write the file and its directory, through a read-write connection held
+ * to queries: it takes SQLite's locks, and as the last to close it removes the -wal and -shm
+ * files its read made. Elsewhere (an archive) as immutable, which makes no file beside it.
+ * min_version as db_check. */
 static tbe_status db_validate(const char *path, int min_version, int *empty, int64_t *version)
 {
+  char dir[1100];
+  int writable =
+      access(path, W_OK) == 0 && access(db_dir(path, dir, sizeof dir), W_OK | X_OK) == 0;
+  int pending = db_file_exists(path, "-wal") || db_file_exists(path, "-journal");
+  const char *how = pending ? "mode=ro" : writable ? "mode=rw" : "immutable=1";
   char uri[2200];
-  if (db_uri(path, db_file_exists(path, "-wal") ? "mode=ro" : "immutable=1", uri, sizeof uri))
+  if (db_uri(path, how, uri, sizeof uri))
     return tbe_error(TBE_EINVAL, "database", -1, "database path too long: %s", path);
   sqlite3 *h = NULL;
-  int rc = sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+  int flags = !pending && writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+  int rc = sqlite3_open_v2(uri, &h, flags | SQLITE_OPEN_URI, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(h, DB_BUSY_MS);
+    rc = sqlite3_exec(h, "PRAGMA query_only = 1; BEGIN", NULL, NULL, NULL);
+  }
   tbe_status s = rc == SQLITE_OK ? db_check(path, h, min_version, empty, version)
                                  : db_fail(path, h, rc, "cannot open");
+  sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
   sqlite3_close(h);
   return s;
+}
+
+/* PRAGMA journal_mode = WAL needs the file to itself for a moment. When two connections both
+ * hold a read lock and want it, neither can wait for the other, so SQLite answers SQLITE_BUSY
+ * at once, without its busy handler; each attempt ends its statement and so drops its lock,
+ * and the switch is retried here, after a short pause, within the busy timeout. */
+static tbe_status db_switch_to_wal(db *d)
+{
+  int rc;
+  for (int waited_ms = 0;; waited_ms += 2) { /* each pause is 1 to 3 ms */
+    rc = sqlite3_exec(d->h, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;", NULL,
+                      NULL, NULL);
+    if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= DB_BUSY_MS)
+      break;
+    long jitter = (long)(((unsigned)getpid() * 2654435761u + (unsigned)waited_ms) % 2000000u);
+    struct timespec pause = {0, 1000000 + jitter}; /* apart, so the contenders do not meet again */
+    nanosleep(&pause, NULL);
+  }
+  return rc == SQLITE_OK ? tbe_ok() : db_fail(d->path, d->h, rc, "cannot switch to WAL");
 }
 
 /* Creates the schema in a new (empty) database, unless a concurrent tbecheck just did (then
@@ -330,8 +375,7 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
   if (exists && !S_ISREG(st.st_mode))
     return tbe_error(TBE_EINVAL, "database", -1, "%s is not a regular file", path);
   char dir[1100];
-  const char *slash = strrchr(path, '/');
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  db_dir(path, dir, sizeof dir);
   if (mode == DB_WRITE) { /* refused here, before any work, not by the first write */
     if (exists && access(path, R_OK | W_OK) != 0)
       return tbe_error(TBE_EINVAL, "database", -1, "%s cannot be written by this user (uid %u): "
@@ -393,8 +437,7 @@ tbe_status db_open(const char *path, db_mode mode, db **out)
       s.code = TBE_EINVAL;
   }
   if (s.code == TBE_OK && mode == DB_WRITE)
-    s = db_exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
-                "cannot switch to WAL");
+    s = db_switch_to_wal(d);
   if (s.code == TBE_OK)
     s = db_exec(d, "PRAGMA foreign_keys = ON", "cannot enable foreign keys");
   if (s.code == TBE_OK && mode == DB_WRITE && fresh)
