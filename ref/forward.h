@@ -28,6 +28,12 @@ tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *ex
 tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
                                 const unsigned char *tc_mask, double *exact, double *bound);
 
+/* The same for a forward that accumulates in fp32 whatever the weights, in any order (an
+ * external implementation's, ref/order.h): the bound any such sum may reach, gamma32(k) * A,
+ * with MEAN's scaling and one rounding of the store. */
+tbe_status ref_forward_exact_fp32(const tbe_batch *b, const tbe_layout *l, double *exact,
+                                  double *bound);
+
 #ifdef __cplusplus
 }
 #endif

@@ -92,11 +92,11 @@ static int64_t exact_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t e
 
 /* Does storing into the output dtype round (is it narrower than the accumulator, or for pooling
  * NONE, than the weights)? */
-static int narrowing_store(const tbe_batch *b)
+static int narrowing_store(const tbe_batch *b, int fp64_acc)
 {
   if (b->pool == TBE_POOL_NONE)
     return b->out_dtype != b->wdtype && b->out_dtype != TBE_FP32;
-  return b->wdtype == TBE_FP32 || b->out_dtype != TBE_FP32;
+  return fp64_acc || b->out_dtype != TBE_FP32;
 }
 
 /* The tensor-core path's steps on one bag (see the header comment): K chunk steps that hold a
@@ -108,10 +108,9 @@ typedef struct {
 
 /* The bound of one pooled element (see the header comment); tc != NULL selects the tensor-core
  * path's error with column d's subnormal allowance tc->sub[d]. */
-static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exact, double A,
-                           const tc_path *tc, int32_t d)
+static double pooled_bound(const tbe_batch *b, int fp64_acc, int64_t n, int64_t L, double exact,
+                           double A, const tc_path *tc, int32_t d)
 {
-  const int fp64_acc = b->wdtype == TBE_FP32;
   const double ua = fp64_acc ? REF_U64 : REF_U32;
   A *= 1.0 + 2.0 * ref_gamma(n, REF_U64);
   double e;
@@ -128,7 +127,8 @@ static double pooled_bound(const tbe_batch *b, int64_t n, int64_t L, double exac
     e = e / (double)L * (1.0 + g) + g * A / (double)L;
     repr += REF_U64 * fabs(exact);
   }
-  double store = narrowing_store(b) ? ref_store_error(b->out_dtype, fabs(exact) + e) : 0.0;
+  double store =
+      narrowing_store(b, fp64_acc) ? ref_store_error(b->out_dtype, fabs(exact) + e) : 0.0;
   return e + store + repr;
 }
 
@@ -161,14 +161,10 @@ static tc_path tc_steps(const tbe_batch *b, int32_t j, int64_t start, int64_t en
   return tc;
 }
 
-tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
-                             double *bound)
-{
-  return ref_forward_exact_tc(b, l, NULL, exact, bound);
-}
-
-tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
-                                const unsigned char *tc_mask, double *exact, double *bound)
+/* The exact values and bounds, with an fp64 accumulator for fp32 weights (fp64_acc) or fp32. */
+static tbe_status forward_exact(const tbe_batch *b, const tbe_layout *l,
+                                const unsigned char *tc_mask, int fp64_acc, double *exact,
+                                double *bound)
 {
   int threads = omp_get_max_threads();
   double *scratch = malloc(sizeof(double) * 5 * (size_t)l->max_D * (size_t)threads);
@@ -194,7 +190,7 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
           for (int32_t d = 0; idx != -1 && d < D; d++) {
             double v = weight_at(b, b->table_offset[j] + idx * D + d);
             exact[p * D + d] = v;
-            bound[p * D + d] = narrowing_store(b) && isfinite(v)
+            bound[p * D + d] = narrowing_store(b, fp64_acc) && isfinite(v)
                                    ? ref_store_error(b->out_dtype, fabs(v))
                                    : 0.0;
           }
@@ -211,10 +207,28 @@ tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
           v = v / (double)L;
         exact[l->bag_out[i] + d] = inf[d] != 0 ? inf[d] : v;
         bound[l->bag_out[i] + d] =
-            inf[d] != 0 ? 0.0 : pooled_bound(b, n, L, v, A[d], on_tc ? &tc : NULL, d);
+            inf[d] != 0 ? 0.0 : pooled_bound(b, fp64_acc, n, L, v, A[d], on_tc ? &tc : NULL, d);
       }
     }
   }
   free(scratch);
   return tbe_ok();
+}
+
+tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
+                             double *bound)
+{
+  return forward_exact(b, l, NULL, b->wdtype == TBE_FP32, exact, bound);
+}
+
+tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
+                                const unsigned char *tc_mask, double *exact, double *bound)
+{
+  return forward_exact(b, l, tc_mask, b->wdtype == TBE_FP32, exact, bound);
+}
+
+tbe_status ref_forward_exact_fp32(const tbe_batch *b, const tbe_layout *l, double *exact,
+                                  double *bound)
+{
+  return forward_exact(b, l, NULL, 0, exact, bound);
 }

@@ -76,7 +76,9 @@ CREATE TABLE results (
   run               INTEGER NOT NULL REFERENCES runs (id),
   case_id           INTEGER NOT NULL REFERENCES cases (id),
   repeat            INTEGER NOT NULL CHECK (repeat >= 0),  -- 0 .. runs.repeats - 1
-  engine            TEXT NOT NULL CHECK (engine IN ('ref', 'gpu', 'oracle')), -- what ran
+  -- what ran: one of ours, or an external engine (ext.NAME; upgrade.sql's step 5 -> 6 writes
+  -- this CHECK's text as it stands here, on one line)
+  engine            TEXT NOT NULL CHECK (engine IN ('ref', 'gpu', 'oracle') OR (engine GLOB 'ext.?*' AND engine NOT GLOB 'ext.*[^a-z0-9_]*')),
   baseline          TEXT NOT NULL CHECK (baseline IN ('ref', 'model', 'exact')), -- what it is
                                                   -- held to: the reference's bits, the bits of
                                                   -- the path's model (forward.small), or the
@@ -170,4 +172,4 @@ CREATE TABLE races (
 );
 
 INSERT INTO meta (one, schema_version, created)
-VALUES (1, 5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+VALUES (1, 6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));

@@ -48,3 +48,7 @@ CREATE TABLE races (
   UNIQUE (run, case_id, repeat)
 );
 UPDATE meta SET schema_version = 5;
+
+-- 5 -> 6: results.engine takes external engines ('ext.NAME', harness/check/engine_ext.h);
+-- harness/store/db.c widens that CHECK before these steps run, this step records it.
+UPDATE meta SET schema_version = 6;

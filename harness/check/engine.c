@@ -18,11 +18,14 @@
 #include <time.h>
 
 #include "engine_ctx.h"
+#include "engine_ext.h"
 #include "engine_gpu.h"
 #include "engine_oracle.h"
 #include "engine_ref.h"
+#include "engine_worker.h"
 #include "forward.h"
 #include "forward_small.h"
+#include "order.h"
 
 /* How an output is held to its baseline. */
 typedef enum {
@@ -71,13 +74,28 @@ static const struct {
   const char *name;
   const char *const *produces; /* every output the engine can compute */
   eng_fn run;
-} eng_table[ENG_COUNT] = {
+} eng_table[ENG_EXT] = {
   [ENG_REF] = {"ref", eng_all_outputs, eng_run_ref},
   [ENG_GPU] = {"gpu", eng_all_outputs, eng_run_gpu},
   [ENG_ORACLE] = {"oracle", eng_all_outputs, eng_run_oracle},
 };
 
-const char *eng_name(eng_id e) { return eng_table[e].name; }
+/* The external engines' names, in the order they were first parsed: the process's registry,
+ * so that an id means one engine in every list, fault and check of the run. */
+static char eng_ext_names[ENG_EXT_MAX][32];
+
+const char *eng_name(eng_id e)
+{
+  return e < ENG_EXT ? eng_table[e].name : eng_ext_names[e - ENG_EXT];
+}
+
+/* What engine e computes and how it runs. */
+static const char *const *eng_outputs_of(eng_id e)
+{
+  return e < ENG_EXT ? eng_table[e].produces : eng_all_outputs;
+}
+
+static eng_fn eng_runner(eng_id e) { return e < ENG_EXT ? eng_table[e].run : eng_run_ext; }
 
 const char *eng_status_name(eng_status s)
 {
@@ -93,6 +111,12 @@ uint64_t eng_fnv1a(uint64_t h, const void *data, size_t n)
   return h;
 }
 
+const char *eng_python(void)
+{
+  const char *python = getenv("TBECHECK_PYTHON");
+  return python && *python ? python : TBE_PYTHON;
+}
+
 double eng_now_ms(void)
 {
   struct timespec ts;
@@ -102,12 +126,24 @@ double eng_now_ms(void)
 
 /* ---- engine lists and options ---- */
 
+/* The id of the engine called name[0..len), registering an external one (ext.NAME) on first
+ * sight; -1 when it is not a name, -2 when the registry is full. */
 static int eng_lookup(const char *name, size_t len)
 {
   for (int e = 0; e < ENG_COUNT; e++)
-    if (strlen(eng_table[e].name) == len && !strncmp(eng_table[e].name, name, len))
+    if (strlen(eng_name((eng_id)e)) == len && len && !strncmp(eng_name((eng_id)e), name, len))
       return e;
-  return -1;
+  const size_t pre = 4, most = 24; /* "ext." and NAME: eng_ext_names holds both */
+  if (len <= pre || len - pre > most || strncmp(name, "ext.", pre) ||
+      strspn(name + pre, "abcdefghijklmnopqrstuvwxyz0123456789_") < len - pre)
+    return -1;
+  for (int k = 0; k < ENG_EXT_MAX; k++)
+    if (!eng_ext_names[k][0]) {
+      memcpy(eng_ext_names[k], name, len);
+      eng_ext_names[k][len] = '\0';
+      return ENG_EXT + k;
+    }
+  return -2;
 }
 
 tbe_status eng_parse_list(const char *list, unsigned *mask)
@@ -116,9 +152,13 @@ tbe_status eng_parse_list(const char *list, unsigned *mask)
   for (const char *p = list;;) {
     size_t len = strcspn(p, ",");
     int e = eng_lookup(p, len);
+    if (e == -2)
+      return tbe_error(TBE_EINVAL, "engines", -1, "'%.*s': at most %d external engines",
+                       (int)len, p, ENG_EXT_MAX);
     if (e < 0)
       return tbe_error(TBE_EINVAL, "engines", -1,
-                       "unknown engine '%.*s' (engines: ref, gpu, oracle)", (int)len, p);
+                       "unknown engine '%.*s' (engines: ref, gpu, oracle, and ext.NAME for an "
+                       "external one, NAME of [a-z0-9_])", (int)len, p);
     *mask |= 1u << e;
     if (!p[len])
       return tbe_ok();
@@ -132,7 +172,7 @@ void eng_format_list(unsigned mask, char *buf, size_t n)
   buf[0] = '\0';
   for (int e = 0; e < ENG_COUNT; e++)
     if (mask & (1u << e)) {
-      int k = snprintf(buf + used, n - used, "%s%s", used ? "," : "", eng_table[e].name);
+      int k = snprintf(buf + used, n - used, "%s%s", used ? "," : "", eng_name((eng_id)e));
       if (k < 0 || (size_t)k >= n - used)
         return;
       used += (size_t)k;
@@ -142,7 +182,7 @@ void eng_format_list(unsigned mask, char *buf, size_t n)
 tbe_status eng_parse_fault(const char *spec, eng_options *o)
 {
   const char *colon = strchr(spec, ':');
-  int e = colon ? eng_lookup(spec, (size_t)(colon - spec)) : -1;
+  int e = colon ? eng_lookup(spec, (size_t)(colon - spec)) : -1; /* -2: too many */
   size_t len = colon ? strcspn(colon + 1, "@") : 0;
   const char *at = colon ? colon + 1 + len : NULL;
   char *end = NULL;
@@ -155,12 +195,12 @@ tbe_status eng_parse_fault(const char *spec, eng_options *o)
   o->fault_output[len] = '\0';
   if (!eng_produces((eng_id)e, o->fault_output)) {
     char names[160] = "";
-    for (const char *const *p = eng_table[e].produces; *p; p++)
+    for (const char *const *p = eng_outputs_of((eng_id)e); *p; p++)
       snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
                names[0] ? ", " : "", *p);
     tbe_status s = tbe_error(TBE_EINVAL, "inject-fault", -1,
                              "'%s': %s has no output '%s' (its outputs: %s)", spec,
-                             eng_table[e].name, o->fault_output, names);
+                             eng_name((eng_id)e), o->fault_output, names);
     o->fault_output[0] = '\0';
     return s;
   }
@@ -171,7 +211,7 @@ tbe_status eng_parse_fault(const char *spec, eng_options *o)
 
 static int eng_produces(eng_id e, const char *name)
 {
-  for (const char *const *p = eng_table[e].produces; *p; p++)
+  for (const char *const *p = eng_outputs_of(e); *p; p++)
     if (!strcmp(*p, name))
       return 1;
   return 0;
@@ -204,6 +244,9 @@ tbe_status eng_open(const eng_options *opt, eng_ctx **out)
   }
   if (opt->engines & (1u << ENG_ORACLE))
     eng_start_oracle(x);
+  for (int e = ENG_EXT; e < ENG_COUNT; e++)
+    if (opt->engines & (1u << e))
+      eng_start_ext(x, (eng_id)e);
   return tbe_ok();
 }
 
@@ -211,7 +254,8 @@ void eng_close(eng_ctx *x)
 {
   if (!x)
     return;
-  eng_stop_oracle(x);
+  for (int e = 0; e < ENG_COUNT; e++)
+    eng_worker_stop(x, (eng_id)e);
   free(x);
 }
 
@@ -341,6 +385,7 @@ typedef struct {
   double *exact, *bound;     /* ENG_BOUND: [n] each */
   int64_t n;
   unsigned char *small;      /* [T] the small-table features it was made for, or NULL */
+  int order;                 /* an external engine's order (ref_order) it models, or -1 */
 } eng_twin;
 
 #define ENG_MAX_TWINS 8
@@ -387,7 +432,28 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
     return tbe_ok();
   }
   tbe_status s = tbe_ok();
-  if (forward && t->kind == ENG_MODEL) {
+  if (forward && t->order >= 0 && t->kind == ENG_MODEL) {
+    /* an external engine's order (ref/order.h) */
+    t->n = l->out_elems;
+    t->bits = calloc((size_t)t->n + 1, sizeof(float));
+    s = t->bits ? ref_forward_order((ref_order)t->order, b, l, t->bits)
+                : tbe_error(TBE_ENOMEM, "model", -1, "cannot allocate %lld values",
+                            (long long)t->n);
+  } else if (forward && t->order >= 0) {
+    /* the bound of the algorithm that order runs */
+    t->n = l->out_elems;
+    t->exact = calloc((size_t)t->n + 1, sizeof(double));
+    t->bound = calloc((size_t)t->n + 1, sizeof(double));
+    s = !t->exact || !t->bound
+            ? tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values", (long long)t->n)
+        : ref_order_forward_fp32((ref_order)t->order, b) ? ref_forward_exact_fp32(b, l, t->exact,
+                                                                                   t->bound)
+                                                          : ref_forward_exact(b, l, t->exact,
+                                                                              t->bound);
+  } else if (t->order >= 0) {
+    s = tbe_error(TBE_EINVAL, "model", -1, "ref/order.h has no %s model of %s",
+                  ref_order_name((ref_order)t->order), t->output);
+  } else if (forward && t->kind == ENG_MODEL) {
     /* the small path's model (ref/forward_small.c), over the features of t->small */
     t->n = l->out_elems;
     t->bits = calloc((size_t)t->n + 1, sizeof(float));
@@ -432,14 +498,14 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
  * *out is NULL, with why, when it cannot be made. */
 static tbe_status eng_twin_get(eng_twins *tw, const tbe_batch *b, const tbe_layout *l,
                                const char *path, const char *output, eng_kind kind,
-                               const unsigned char *small, const eng_twin **out, char *why,
-                               size_t n)
+                               const unsigned char *small, int order, const eng_twin **out,
+                               char *why, size_t n)
 {
   *out = NULL;
   for (int i = 0; i < tw->n; i++) {
     const eng_twin *t = &tw->v[i];
     if (!strcmp(t->path, path) && !strcmp(t->output, output) && t->kind == kind &&
-        eng_same_mask(t->small, small, b->T)) {
+        t->order == order && eng_same_mask(t->small, small, b->T)) {
       *out = t;
       return tbe_ok();
     }
@@ -451,6 +517,7 @@ static tbe_status eng_twin_get(eng_twins *tw, const tbe_batch *b, const tbe_layo
   t->path = path;
   t->output = output;
   t->kind = kind;
+  t->order = order;
   if (small && !(t->small = malloc((size_t)b->T)))
     return tbe_error(TBE_ENOMEM, "twins", -1, "out of memory");
   if (small)
@@ -540,7 +607,8 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   const eng_twin *t = NULL;
   tbe_status s = tbe_ok();
   if (k != ENG_BITWISE)
-    s = eng_twin_get(tw, b, l, p->path, got->name, k, got->small, &t, why, sizeof why);
+    s = eng_twin_get(tw, b, l, p->path, got->name, k, got->small,
+                     e >= ENG_EXT ? x->order[e] : -1, &t, why, sizeof why);
   if (s.code != TBE_OK)
     return s;
   if (k == ENG_BITWISE && !want)
@@ -634,6 +702,23 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   return s;
 }
 
+/* The checks of output got of external engine e (ref/order.h): where its declared order is the
+ * normative one, its bits against the reference's; elsewhere against the model of its order,
+ * bit for bit (this proves the adapter and the model right), and against the exact value
+ * within the bound of the algorithm that order runs (this finds the engine's defects). */
+static tbe_status eng_check_ext_output(eng_ctx *x, eng_case_result *res, eng_id e,
+                                       const eng_output *got, const eng_output *want,
+                                       eng_twins *tw, const tbe_batch *b, const tbe_layout *l)
+{
+  const ref_order o = (ref_order)x->order[e];
+  const int forward = !strcmp(got->name, "output");
+  eng_part all = {got->path, NULL, got->n};
+  if (!forward || ref_order_forward_is_normative(o, b))
+    return eng_compare(x, res, e, got, &all, ENG_BITWISE, want, tw, b, l);
+  tbe_status s = eng_compare(x, res, e, got, &all, ENG_MODEL, want, tw, b, l);
+  return s.code == TBE_OK ? eng_compare(x, res, e, got, &all, ENG_BOUND, want, tw, b, l) : s;
+}
+
 /* Every check of output got of engine e (self: e is the reference), one per part of it and per
  * row of eng_metrics for that part's path and the output's name. */
 static tbe_status eng_check_output(eng_ctx *x, eng_case_result *res, eng_id e, int self,
@@ -674,12 +759,19 @@ static tbe_status eng_check_engine(eng_ctx *x, eng_case_result *res, eng_id e,
     return s;
   }
   for (int i = 0; s.code == TBE_OK && i < run->n_out; i++)
-    s = eng_check_output(x, res, e, 0, &run->out[i], eng_find(ref, run->out[i].name), tw, b, l);
+    s = e >= ENG_EXT ? eng_check_ext_output(x, res, e, &run->out[i],
+                                            eng_find(ref, run->out[i].name), tw, b, l)
+                     : eng_check_output(x, res, e, 0, &run->out[i],
+                                        eng_find(ref, run->out[i].name), tw, b, l);
   for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++) {
     const eng_output *want = &ref->out[i];
+    const char *declined = eng_declined_why(run, want->name);
     if (eng_find(run, want->name))
       continue;
-    if (eng_produces(e, want->name))
+    if (declined)
+      s = eng_note(res, e, "ref", want->path, want->name, ENG_UNSUPPORTED, "%s declines: %s",
+                   eng_name(e), declined);
+    else if (eng_produces(e, want->name))
       s = eng_note(res, e, "ref", want->path, want->name, ENG_FAIL, "%s has no %s: %s",
                    eng_name(e), want->name, eng_missing_why(run));
     else
@@ -805,10 +897,10 @@ tbe_status eng_run_batch_configs(eng_ctx *x, tbe_batch *b, const char *canon,
       snprintf(r->reason, sizeof r->reason, "%s", x->unavailable[e]);
       if (r->status != ENG_PASS)
         continue;
-      eng_job job = {canon, mode, &cfgs[k], bwd};
+      eng_job job = {canon, mode, &cfgs[k], bwd, (eng_id)e};
       copy_bytes(b->indices, idx0, idx_bytes);
       memcpy(b->offsets, off0, off_bytes);
-      eng_table[e].run(x, b, &l, &job, r);
+      eng_runner((eng_id)e)(x, b, &l, &job, r);
       if (e == ENG_REF) {
         copy_bytes(idx_ref, b->indices, idx_bytes);
         memcpy(off_ref, b->offsets, off_bytes);

@@ -27,7 +27,10 @@
 #include "tbe.h"
 #include "tbe_gpu.h"
 
-typedef enum { ENG_REF = 0, ENG_GPU, ENG_ORACLE, ENG_COUNT } eng_id;
+/* The engines: three of tbecheck's own, and up to ENG_EXT_MAX external ones ("ext.NAME",
+ * engine_ext.h), each given the next id from ENG_EXT on when its name is first parsed. */
+#define ENG_EXT_MAX 4
+typedef enum { ENG_REF = 0, ENG_GPU, ENG_ORACLE, ENG_EXT, ENG_COUNT = ENG_EXT + ENG_EXT_MAX } eng_id;
 
 typedef enum {
   ENG_PASS = 0,
@@ -37,16 +40,21 @@ typedef enum {
   ENG_UNSUPPORTED  /* the engine runs, but not this case or not this output */
 } eng_status;
 
-/* Names as stored in the database: "ref", "gpu", "oracle"; "pass", "fail", ... */
+/* Names as stored in the database: "ref", "gpu", "oracle", "ext.NAME"; "pass", "fail", ... */
 const char *eng_name(eng_id e);
 const char *eng_status_name(eng_status s);
 
 /* Parses a comma-separated list of engine names into a bit mask (1u << eng_id). The reference
- * is always added: it is every other engine's baseline. TBE_EINVAL names an unknown engine. */
+ * is always added: it is every other engine's baseline. TBE_EINVAL names an unknown engine, a
+ * malformed external name (ext.NAME, NAME of 1 to 24 of [a-z0-9_]) or one too many. */
 tbe_status eng_parse_list(const char *list, unsigned *mask);
 
 /* Formats a mask as "ref,gpu,oracle" (in eng_id order) into buf. */
 void eng_format_list(unsigned mask, char *buf, size_t n);
+
+/* The Python interpreter of the worker engines and the HTML report: $TBECHECK_PYTHON, or else
+ * the one CMake found when it configured the build. */
+const char *eng_python(void);
 
 /* The GPU calls the gpu engine makes (gpu_run's contract). */
 typedef struct {

@@ -13,15 +13,17 @@ typedef struct {
   tbe_bounds_mode mode;
   const gpu_fwd_config *cfg;
   const gen_bwd *bwd; /* the backward's configuration and inputs, or NULL: forward only */
+  eng_id self;        /* the engine it is given to */
 } eng_job;
 
 struct eng_ctx {
   eng_options opt;
   char unavailable[ENG_COUNT][256]; /* "" when the engine can run */
   char gpu_desc[256];
-  worker *oracle;
-  char oracle_tmp[256];             /* temporary directory of the oracle's exports */
-  char oracle_case[300];            /* oracle_tmp/case */
+  worker *worker[ENG_COUNT];        /* the worker engines' processes (oracle, external) */
+  char xdir[ENG_COUNT][320];        /* their exchange directories (exchange.h), "" if none */
+  int order[ENG_COUNT];             /* an external engine's order model (ref_order) */
+  char version[ENG_COUNT][160];     /* and what it says it is */
 };
 
 /* An engine: runs job j on the pristine batch b (laid out by l) into r. The ref and gpu

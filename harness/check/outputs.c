@@ -74,6 +74,14 @@ const eng_output *eng_find(const eng_run *r, const char *name)
   return NULL;
 }
 
+const char *eng_declined_why(const eng_run *r, const char *name)
+{
+  for (int i = 0; i < r->n_declined; i++)
+    if (!strcmp(r->declined[i].output, name))
+      return r->declined[i].reason;
+  return NULL;
+}
+
 void eng_run_free(eng_run *r)
 {
   for (int i = 0; i < r->n_out; i++) {
@@ -81,6 +89,7 @@ void eng_run_free(eng_run *r)
     free(r->out[i].small);
   }
   r->n_out = 0;
+  r->n_declined = 0;
 }
 
 /* Marks the run as having produced nothing, for the reason given by s. */

@@ -39,6 +39,12 @@ typedef struct {
 
 #define ENG_SMALL_PATH "forward.small"
 
+/* An output an engine declines to give, and why (a semantic difference the spec allows). */
+typedef struct {
+  char output[16];
+  char reason[240];
+} eng_declined;
+
 /* One engine's run on one case. */
 typedef struct {
   eng_status status;   /* ENG_PASS: it ran; ERROR, SKIP, UNSUPPORTED: it produced nothing */
@@ -47,6 +53,8 @@ typedef struct {
   double ms;
   eng_output out[ENG_MAX_OUT];
   int n_out;
+  eng_declined declined[ENG_MAX_OUT]; /* outputs it does not give, with the reason */
+  int n_declined;
 } eng_run;
 
 /* Appends a copy of n elements of data as output name on path, of dtype t (floating) or itype
@@ -78,6 +86,9 @@ size_t eng_elem_size(const eng_output *o);
 
 /* The output named name, or NULL. */
 const eng_output *eng_find(const eng_run *r, const char *name);
+
+/* Why the run declines to give the output called name, or NULL when it does not. */
+const char *eng_declined_why(const eng_run *r, const char *name);
 
 /* Frees the run's outputs (n_out becomes 0). */
 void eng_run_free(eng_run *r);

@@ -575,16 +575,20 @@ def test_injected():
                               ("perf", "shape"), ("perf", "config"), ("perf", "ceiling_gbps")):
             c.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         c.execute("UPDATE meta SET schema_version = 1")
-    with sqlite3.connect("old.db") as c:  # version 1's results.baseline took no 'model'
+    with sqlite3.connect("old.db") as c:  # version 1's results took no 'model', no 'ext.NAME'
         c.execute("PRAGMA writable_schema = ON")
         c.execute("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'results'",
                   ("'ref', 'model', 'exact'", "'ref', 'exact'"))
+        c.execute("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'results'",
+                  old_engine_check())
     _, err = expect(2, "list", "--db", "old.db")
     check("older than this tbecheck" in err and "upgrades it" in err, err)
     expect(0, "run", "--db", "old.db", "--engines", "ref", "B=4 L=2 D=8")
-    check(scalar("old.db", "SELECT schema_version FROM meta") == 5, "not upgraded")
+    check(scalar("old.db", "SELECT schema_version FROM meta") == 6, "not upgraded")
     check("'model'" in scalar("old.db", "SELECT sql FROM sqlite_master WHERE name = 'results'"),
           "results.baseline still refuses the model baseline")
+    check("'ext.?*'" in scalar("old.db", "SELECT sql FROM sqlite_master WHERE name = 'results'"),
+          "results.engine still refuses external engines")
     check(scalar("old.db", "PRAGMA integrity_check") == "ok", "the upgrade broke the database")
     check(query("old.db", "SELECT injected FROM runs ORDER BY id") == [(0,), (1,), (0,), (0,)],
           "the upgrade did not mark the injected run from its arguments")
@@ -650,6 +654,165 @@ def test_merge_refused():
     check(read_bytes("kept.db") == before, "a refused merge changed the existing output")
 
 
+def old_engine_check():
+    """(new, old): results.engine's CHECK as schema.sql has it, and before schema 6."""
+    return ("engine IN ('ref', 'gpu', 'oracle') OR (engine GLOB 'ext.?*' AND engine NOT GLOB "
+            "'ext.*[^a-z0-9_]*')", "engine IN ('ref', 'gpu', 'oracle')")
+
+
+EXT_ENGINE = """
+import sys
+sys.path.insert(0, {oracle!r})
+import numpy as np
+import tbe_oracle
+ORDER = {order!r}
+MODE = {mode!r}
+VIEW = {{"fp32": "<f4", "fp16": "<f2", "bf16": "<u2"}}
+
+
+def version():
+    return "the NumPy oracle as an external engine, " + MODE
+
+
+def fp32_forward(m, a, res):
+    # FBGEMM CPU's order on fp32 weights: an fp32 sum in position order (SUM, unweighted)
+    E, D, toff = a["E"], a["D"], a["table_offset"]
+    out = np.zeros(m["out_elems"], np.float32)
+    offs, idx, ftm = res.offsets, res.indices, a["feature_table_map"]
+    B = m["B"]
+    for g in range(m["total_B"]):
+        t, b = divmod(g, B)
+        j = ftm[t]
+        W = a["weights"][toff[j]:toff[j] + E[j] * D[j]].reshape(E[j], D[j])
+        acc = np.zeros(D[j], np.float32)
+        for p in range(offs[g], offs[g + 1]):
+            acc = acc + W[idx[p]]
+        out[b * D.sum() + D[ftm[:t]].sum() + np.arange(D[j])] = acc
+    return out
+
+
+def run(case):
+    m = case.manifest
+    if m["T"] == 3:
+        raise NotImplementedError("three features are not for this engine")
+    a = tbe_oracle.load_case(case.dir)[1]
+    if MODE == "pruned_row0":  # a defect: a pruned row (-1) read as row 0
+        a["indices"] = np.where(a["indices"] == -1, 0, a["indices"]).astype(a["indices"].dtype)
+    res = tbe_oracle.run_case(m, a)
+    got = {{"indices": res.indices, "offsets": res.offsets, "warnings": res.warnings}}
+    if MODE == "decline":
+        got["declined"] = {{"warnings": "it counts bad bags its own way"}}
+    if MODE in ("decline", "omit"):
+        del got["warnings"]
+    if res.offender is not None:
+        o = res.offender
+        got["offender"] = ((o["feature"], o["bag"], o["position"], o["value"])
+                           if o["kind"] == "index" else (o["feature"], o["bag"]))
+        return got
+    bits = np.ascontiguousarray(res.output_bits).view(VIEW[m["out_dtype"]])
+    if MODE == "widen":  # a wrong dtype: tbecheck must refuse to convert it
+        bits = bits.astype(np.float64)
+    if MODE in ("fp32", "fp64") and m["wdtype"] == "fp32":
+        bits = fp32_forward(m, a, res) if MODE == "fp32" else bits
+    got["output"] = bits
+    return got
+"""
+
+
+def ext_engine(name, order="normative", mode="good"):
+    os.makedirs("ext", exist_ok=True)
+    with open(f"ext/tbecheck_ext_{name}.py", "w") as f:
+        f.write(EXT_ENGINE.format(oracle=os.path.join(SRC, "ref", "oracle"), order=order,
+                                  mode=mode))
+
+
+def test_ext():
+    """External engines (ext.NAME, harness/check/engine_ext.h): found as a Python module or an
+    executable on PATH, held to the reference bit for bit where their order is the normative
+    one and to their order's model and its bound elsewhere; what they cannot do is unsupported
+    with their reason, a defect or a missing output is a failure, a wrong dtype an error."""
+    if subprocess.run([os.environ.get("TBECHECK_PYTHON") or sys.executable, "-c",
+                       "import numpy"]).returncode:
+        print("SKIP: NumPy is not installed for the engines' Python")
+        return SKIP
+    for name, order, mode in (("good", "normative", "good"), ("pruned", "normative", "pruned_row0"),
+                              ("decline", "normative", "decline"), ("omit", "normative", "omit"),
+                              ("widen", "normative", "widen"), ("fp32", "fbgemm_cpu", "fp32"),
+                              ("fp64", "fbgemm_cpu", "fp64"), ("odd", "sideways", "good")):
+        ext_engine(name, order, mode)
+    env = dict(ENV, PYTHONPATH=os.path.abspath("ext"))
+    cases = ["T=2 B=8 L=4 D=8", "T=2 B=8 L=6 D=8 invalid=0.2 invalid_kind=pruned bounds=warning",
+             "T=2 B=8 L=4 D=8 bounds=fatal invalid=0.3", "T=2 B=8 L=5 D=4 wdtype=fp16 out=fp16",
+             "T=3 B=4 L=2"]
+
+    def statuses(db, engine):
+        return dict(((c, o, bl), (st, why)) for c, o, bl, st, why in query(
+            db, "SELECT c.canonical, r.output, r.baseline, r.status, r.reason FROM results r "
+                "JOIN cases c ON c.id = r.case_id WHERE r.engine = ?", (engine,)))
+
+    out, _ = expect(0, "run", "--db", "g.db", "--engines", "ref,ext.good", *cases, env=env)
+    got = statuses("g.db", "ext.good")
+    check(got and all(st in ("pass", "unsupported") for st, _ in got.values()), f"{got}")
+    three = [why for (c, _, _), (st, why) in got.items() if c.startswith("T=3")]
+    check(three and all("three features" in w for w in three), f"T=3 not unsupported: {three}")
+    check(("T=2 B=8 D=8 invalid=0.3 bounds=fatal seed=1", "offender", "ref") in got,
+          f"no offender compared: {sorted(got)}")
+    check("ext.good:ref" in out, f"the summary has no ext.good pair:\n{out}")
+    # a defect, found by the normative comparison
+    _, err = expect(1, "run", "--db", "p.db", "--engines", "ref,ext.pruned", *cases, env=env)
+    bad = [(c, o) for (c, o, _), (st, _) in statuses("p.db", "ext.pruned").items() if st == "fail"]
+    check(bad and all("pruned" in c and o in ("indices", "output") for c, o in bad) and
+          any(o == "output" for _, o in bad), f"pruned rows: {bad}")
+    # declined: unsupported with the reason; omitted: a failure; a wrong dtype: an error
+    expect(0, "run", "--db", "d.db", "--engines", "ref,ext.decline", cases[0], env=env)
+    st, why = statuses("d.db", "ext.decline")[("T=2 B=8 D=8 seed=1", "warnings", "ref")]
+    check(st == "unsupported" and "its own way" in why, f"declined warnings: {st} {why}")
+    expect(1, "run", "--db", "o.db", "--engines", "ref,ext.omit", cases[0], env=env)
+    st, why = statuses("o.db", "ext.omit")[("T=2 B=8 D=8 seed=1", "warnings", "ref")]
+    check(st == "fail" and "has no warnings" in why, f"omitted warnings: {st} {why}")
+    expect(1, "run", "--db", "w.db", "--engines", "ref,ext.widen", cases[0], env=env)
+    check(any(st == "error" and "converts no floating value" in why
+              for st, why in statuses("w.db", "ext.widen").values()), "float64 output accepted")
+    # another order: its model bit for bit and the bound on fp32 weights, the reference's bits
+    # on fp16 weights; a model that is not the engine's order fails
+    expect(0, "run", "--db", "f.db", "--engines", "ref,ext.fp32", cases[0], cases[3], env=env)
+    got = statuses("f.db", "ext.fp32")
+    check(got[("T=2 B=8 D=8 seed=1", "output", "model")][0] == "pass" and
+          got[("T=2 B=8 D=8 seed=1", "output", "exact")][0] == "pass" and
+          ("T=2 B=8 D=8 seed=1", "output", "ref") not in got and
+          got[("T=2 B=8 D=4 L=5 wdtype=fp16 out=fp16 seed=1", "output", "ref")][0] == "pass",
+          f"fbgemm_cpu order: {got}")
+    expect(1, "run", "--db", "f64.db", "--engines", "ref,ext.fp64", "T=2 B=8 L=40 D=64", env=env)
+    got = statuses("f64.db", "ext.fp64")
+    check(got[("T=2 B=8 L=40 seed=1", "output", "model")][0] == "fail" and
+          got[("T=2 B=8 L=40 seed=1", "output", "exact")][0] == "pass",
+          f"an fp64 sum held to the fp32 model: {got}")
+    # the engine cannot run: a skip with the reason, never a pass
+    out, _ = expect(0, "run", "--db", "s.db", "--engines", "ref,ext.odd,ext.missing", cases[0],
+                    env=env)
+    got = statuses("s.db", "ext.odd")
+    check(all(st == "skip" and "no model of" in why for st, why in got.values()), f"{got}")
+    got = statuses("s.db", "ext.missing")
+    check(all(st == "skip" and "tbecheck_ext_missing" in why for st, why in got.values()),
+          f"{got}")
+    # an executable on PATH comes first, and speaks the protocol itself
+    os.makedirs("bin")
+    with open("bin/tbecheck-ext-exe", "w") as f:
+        f.write("#!/bin/sh\necho 'ready order=normative version=a shell engine'\n"
+                "while read d; do echo 'unsupported: it computes nothing'; done\n")
+    os.chmod("bin/tbecheck-ext-exe", 0o755)
+    path_env = dict(env, PATH=os.path.abspath("bin") + ":" + env.get("PATH", ""))
+    expect(0, "run", "--db", "x.db", "--engines", "ref,ext.exe", cases[0], env=path_env)
+    check(all(st == "unsupported" and why == "it computes nothing"
+              for st, why in statuses("x.db", "ext.exe").values()), "the executable engine")
+    # test the tester through an external engine; names that are not engines
+    expect(1, "run", "--db", "i.db", "--engines", "ref,ext.good", "--inject-fault",
+           "ext.good:output@3", cases[0], env=env)
+    for bad in ("ext.", "ext.Big", "ext.a-b", "ext.a,ext.b,ext.c,ext.d,ext.e"):
+        _, err = expect(2, "run", "--engines", bad, cases[0], env=env)
+        check("engine" in err, f"--engines {bad}: {err}")
+
+
 def test_upgrade_v4():
     """A database of schema 4 (before races) is refused by readers, upgraded by the next writer
     (races created, empty), and merges and reports afterwards."""
@@ -658,11 +821,18 @@ def test_upgrade_v4():
     with sqlite3.connect("v4.db") as c:
         c.execute("DROP TABLE races")
         c.execute("UPDATE meta SET schema_version = 4")
+    with sqlite3.connect("v4.db") as c:  # version 4's results.engine took no 'ext.NAME'
+        c.execute("PRAGMA writable_schema = ON")
+        c.execute("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'results'",
+                  old_engine_check())
     before = query("v4.db", "SELECT * FROM results ORDER BY id")
     _, err = expect(2, "list", "--db", "v4.db")
-    check("schema version 4, older than this tbecheck's 5" in err and "upgrades it" in err, err)
+    check("schema version 4, older than this tbecheck's 6" in err and "upgrades it" in err, err)
     expect(0, "run", "--db", "v4.db", "--engines", "ref", "B=5 L=2")
-    check(scalar("v4.db", "SELECT schema_version FROM meta") == 5, "not upgraded to 5")
+    check(scalar("v4.db", "SELECT schema_version FROM meta") == 6, "not upgraded to 6")
+    check(scalar("v4.db", "SELECT sql FROM sqlite_master WHERE name = 'results'") ==
+          scalar("tbecheck.db", "SELECT sql FROM sqlite_master WHERE name = 'results'"),
+          "the upgraded results table's CHECKs differ from a new one's")
     check(scalar("v4.db", "SELECT count(*) FROM races") == 0, "races not created empty")
     check(query("v4.db", "SELECT * FROM results ORDER BY id")[:len(before)] == before,
           "the upgrade changed stored results")
@@ -823,8 +993,9 @@ def test_output_paths():
 
 
 def test_oracle_tmp():
-    """The oracle's temporary directory carries its owner's pid: SIGTERM removes it (the worker
-    first), and a later run removes those a dead owner left (SIGKILL), never a live one's."""
+    """The worker engines' exchange directory carries its owner's pid: SIGTERM removes it (the
+    worker first), and a later run removes those a dead owner left (SIGKILL), never a live
+    one's."""
     if subprocess.run([os.environ.get("TBECHECK_PYTHON") or sys.executable, "-c",
                        "import numpy"]).returncode:
         print("SKIP: NumPy is not installed for the oracle's Python")
@@ -834,23 +1005,23 @@ def test_oracle_tmp():
     env = dict(ENV, TMPDIR=tmp)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    stale = f"tbecheck-oracle-{gone.pid}-abc123"
-    live = f"tbecheck-oracle-{os.getpid()}-def456"  # this test is alive
+    stale = f"tbecheck-engines-{gone.pid}-abc123"
+    live = f"tbecheck-engines-{os.getpid()}-def456"  # this test is alive
     for d in (stale, live):
-        os.makedirs(os.path.join(tmp, d, "case"))
-        open(os.path.join(tmp, d, "case", "weights.npy"), "wb").close()
+        os.makedirs(os.path.join(tmp, d, "oracle"))
+        open(os.path.join(tmp, d, "oracle", "weights.npy"), "wb").close()
     out, _ = expect(0, "run", "--engines", "ref,oracle", "B=4", env=env)
     check("ref:oracle" in out or "oracle:ref" in out, f"the oracle did not run:\n{out}")
     check(os.listdir(tmp) == [live], f"left in TMPDIR after a run: {os.listdir(tmp)}")
     p = subprocess.Popen([TB, "run", "--engines", "ref,oracle", "--repeat", "100000",
                           "T=2 B=64 L=8 D=64"], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
-    mine = f"tbecheck-oracle-{p.pid}-"
+    mine = f"tbecheck-engines-{p.pid}-"
     deadline = time.time() + 60
     while time.time() < deadline:
         ours = [n for n in os.listdir(tmp) if n.startswith(mine)]
-        if ours and os.path.isdir(os.path.join(tmp, ours[0], "case")) and \
-                os.listdir(os.path.join(tmp, ours[0], "case")):
+        if ours and os.path.isdir(os.path.join(tmp, ours[0], "oracle")) and \
+                os.listdir(os.path.join(tmp, ours[0], "oracle")):
             break
         time.sleep(0.02)
     check(ours, f"no {mine}* directory with files appeared in 60 s: {os.listdir(tmp)}")

@@ -11,7 +11,7 @@
 
 #include "cmd_results.h"
 #include "options.h"
-#include "engine_oracle.h"
+#include "engine.h"
 
 static const char list_usage[] =
     "usage: tbecheck list [--failed] [--run N] [--db PATH]\n"

@@ -245,37 +245,43 @@ static tbe_status db_quick_check(db *d)
             : tbe_error(TBE_EINVAL, "database", -1, "%s is corrupt (quick_check%s)", d->path, first);
 }
 
-/* Widens results.baseline's CHECK to take 'model' (schema 4), in place: SQLite cannot alter a
+/* Widens a CHECK of results in place, its text `from` becoming `to`: SQLite cannot alter a
  * CHECK, and its documented procedure for loosening one (writable_schema, then a new
  * schema_version) leaves every stored row valid, since the old values are a subset. */
-static tbe_status db_widen_baseline(db *d)
+static tbe_status db_widen_check(db *d, const char *from, const char *to, const char *what)
 {
   int64_t v = 0;
   int found;
-  tbe_status s = db_exec(d, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
-                            "replace(sql, 'baseline IN (''ref'', ''exact'')', "
-                            "'baseline IN (''ref'', ''model'', ''exact'')') "
-                            "WHERE type = 'table' AND name = 'results'",
-                         "cannot widen results.baseline");
+  char sql[1024];
+  snprintf(sql, sizeof sql, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
+                            "replace(sql, '%s', '%s') WHERE type = 'table' AND name = 'results'",
+           from, to);
+  tbe_status s = db_exec(d, sql, what);
   if (s.code == TBE_OK && db_int(d->h, "PRAGMA schema_version", &v, &found) != SQLITE_OK)
     s = tbe_error(TBE_EINVAL, "database", -1, "%s: cannot read its schema cookie", d->path);
-  char sql[64];
   snprintf(sql, sizeof sql, "PRAGMA schema_version = %lld", (long long)v + 1);
   if (s.code == TBE_OK)
-    s = db_exec(d, sql, "cannot widen results.baseline");
+    s = db_exec(d, sql, what);
   sqlite3_exec(d->h, "PRAGMA writable_schema = OFF", NULL, NULL, NULL);
   return s;
 }
 
 /* Runs the steps of upgrade.sql from schema version `from` on: the text from its line
- * '-- FROM -> ' to the end (before 4, with results.baseline widened first). */
+ * '-- FROM -> ' to the end (before 4 and 6, with results' CHECKs widened first). */
 static tbe_status db_upgrade(db *d, int64_t from)
 {
-  if (from < 4) {
-    tbe_status s = db_widen_baseline(d);
-    if (s.code != TBE_OK)
-      return s;
-  }
+  tbe_status s = tbe_ok();
+  if (from < 4) /* 'model' */
+    s = db_widen_check(d, "baseline IN (''ref'', ''exact'')",
+                       "baseline IN (''ref'', ''model'', ''exact'')",
+                       "cannot widen results.baseline");
+  if (s.code == TBE_OK && from < 6) /* external engines */
+    s = db_widen_check(d, "engine IN (''ref'', ''gpu'', ''oracle'')",
+                       "engine IN (''ref'', ''gpu'', ''oracle'') OR (engine GLOB ''ext.?*'' AND "
+                       "engine NOT GLOB ''ext.*[^a-z0-9_]*'')",
+                       "cannot widen results.engine");
+  if (s.code != TBE_OK)
+    return s;
   char mark[32];
   snprintf(mark, sizeof mark, "\n-- %lld -> ", (long long)from);
   const char *steps = strstr(db_sql("upgrade"), mark);

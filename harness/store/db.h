@@ -16,7 +16,7 @@
 #include "engine.h"
 #include "tbe.h"
 
-#define DB_SCHEMA_VERSION 5          /* meta.schema_version of reports/schema.sql */
+#define DB_SCHEMA_VERSION 6          /* meta.schema_version of reports/schema.sql */
 #define DB_APPLICATION_ID 0x54424543 /* PRAGMA application_id: 'TBEC' */
 
 typedef struct db db;
