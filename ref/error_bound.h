@@ -19,8 +19,9 @@ extern "C" {
  * roundoff u. Returns +Inf when k*u >= 1 (no bound). */
 double ref_gamma(int64_t k, double u);
 
-/* Largest error of one round-to-nearest of a value of magnitude <= mag into dtype t:
- * u_t * mag + half the dtype's subnormal spacing (which covers the subnormal range). */
+/* Largest error of one round-to-nearest of a value of magnitude <= mag into dtype t: half an
+ * ulp of mag's binade, u_t * 2^floor(log2 mag), or half the dtype's subnormal spacing where
+ * that is larger (the subnormal range). */
 double ref_store_error(tbe_dtype t, double mag);
 
 #ifdef __cplusplus

@@ -28,11 +28,13 @@ tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *ex
 tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
                                 const unsigned char *tc_mask, double *exact, double *bound);
 
-/* The same for a forward that accumulates in fp32 whatever the weights, in any order (an
- * external implementation's, ref/order.h): the bound any such sum may reach, gamma32(k) * A,
- * with MEAN's scaling and one rounding of the store. */
-tbe_status ref_forward_exact_fp32(const tbe_batch *b, const tbe_layout *l, double *exact,
-                                  double *bound);
+/* The same for a forward in another order (forward_order.h): its accumulator fp64 (fp64_acc,
+ * for fp32 weights) or fp32, in any order, an fp64 one taking its rows in fp32 sums of
+ * fp32_group rows (0: none; weighted, every product rounded to fp32): the bound any such
+ * algorithm may reach, (gamma_acc(k) + gamma32(fp32_group)) * A, with MEAN's scaling and one
+ * rounding of the store into the output dtype. */
+tbe_status ref_forward_exact_acc(const tbe_batch *b, const tbe_layout *l, int fp64_acc,
+                                 int fp32_group, double *exact, double *bound);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,8 @@
  *   MEAN:  y = fl(acc * fl(1/fl(L))): |y - S/L| <= e/L * (1 + g) + g * A/L with g = gamma_a(2),
  *          gamma_a(3) when fl(L) itself rounds (L > 2^24 with an fp32 accumulator).
  *   store: one rounding into the output dtype when it is narrower than the accumulator:
- *          u_out * (|S| + e) + half its subnormal spacing (ref_store_error).
+ *          half an ulp of the binade of |S| + e, or half the subnormal spacing
+ *          (ref_store_error).
  *   tensor-core path (ref_forward_exact_tc), from the model ref_mma_f16_f32 (forward_small.h):
  *          each of the K chunk steps that holds a counted row takes C and 16 products x = c*w
  *          (count c, fp16 w) and returns RZ(sum of the terms truncated toward zero to multiples
@@ -108,8 +109,8 @@ typedef struct {
 
 /* The bound of one pooled element (see the header comment); tc != NULL selects the tensor-core
  * path's error with column d's subnormal allowance tc->sub[d]. */
-static double pooled_bound(const tbe_batch *b, int fp64_acc, int64_t n, int64_t L, double exact,
-                           double A, const tc_path *tc, int32_t d)
+static double pooled_bound(const tbe_batch *b, int fp64_acc, int fp32_group, int64_t n,
+                           int64_t L, double exact, double A, const tc_path *tc, int32_t d)
 {
   const double ua = fp64_acc ? REF_U64 : REF_U32;
   A *= 1.0 + 2.0 * ref_gamma(n, REF_U64);
@@ -121,6 +122,11 @@ static double pooled_bound(const tbe_batch *b, int fp64_acc, int64_t n, int64_t 
   } else {
     e = ref_gamma(b->per_sample_weights ? n : (n > 0 ? n - 1 : 0), ua) * A;
   }
+  /* fp32 groups into an fp64 accumulator: a full group's terms take fp32_group - 1 fp32 adds,
+   * or a mul and fp32_group - 1 fmas when weighted, where each tail product is rounded to fp32
+   * too (with an fp32 accumulator the any-order bound above covers them) */
+  if (fp64_acc && fp32_group && (L >= fp32_group || b->per_sample_weights))
+    e += ref_gamma(b->per_sample_weights ? fp32_group : fp32_group - 1, REF_U32) * A;
   double repr = REF_U64 * fabs(exact) + ref_gamma(n, REF_U64) * ref_gamma(n, REF_U64) * A;
   if (b->pool == TBE_POOL_MEAN && L > 0) {
     double g = ref_gamma(!fp64_acc && L > (INT64_C(1) << 24) ? 3 : 2, ua);
@@ -161,10 +167,11 @@ static tc_path tc_steps(const tbe_batch *b, int32_t j, int64_t start, int64_t en
   return tc;
 }
 
-/* The exact values and bounds, with an fp64 accumulator for fp32 weights (fp64_acc) or fp32. */
+/* The exact values and bounds, with an fp64 accumulator for fp32 weights (fp64_acc) or fp32,
+ * and rows first summed in fp32 groups of fp32_group rows (0: none). */
 static tbe_status forward_exact(const tbe_batch *b, const tbe_layout *l,
-                                const unsigned char *tc_mask, int fp64_acc, double *exact,
-                                double *bound)
+                                const unsigned char *tc_mask, int fp64_acc, int fp32_group,
+                                double *exact, double *bound)
 {
   int threads = omp_get_max_threads();
   double *scratch = malloc(sizeof(double) * 5 * (size_t)l->max_D * (size_t)threads);
@@ -207,7 +214,9 @@ static tbe_status forward_exact(const tbe_batch *b, const tbe_layout *l,
           v = v / (double)L;
         exact[l->bag_out[i] + d] = inf[d] != 0 ? inf[d] : v;
         bound[l->bag_out[i] + d] =
-            inf[d] != 0 ? 0.0 : pooled_bound(b, fp64_acc, n, L, v, A[d], on_tc ? &tc : NULL, d);
+            inf[d] != 0 ? 0.0
+                        : pooled_bound(b, fp64_acc, fp32_group, n, L, v, A[d],
+                                       on_tc ? &tc : NULL, d);
       }
     }
   }
@@ -218,17 +227,18 @@ static tbe_status forward_exact(const tbe_batch *b, const tbe_layout *l,
 tbe_status ref_forward_exact(const tbe_batch *b, const tbe_layout *l, double *exact,
                              double *bound)
 {
-  return forward_exact(b, l, NULL, b->wdtype == TBE_FP32, exact, bound);
+  return forward_exact(b, l, NULL, b->wdtype == TBE_FP32, 0, exact, bound);
 }
 
 tbe_status ref_forward_exact_tc(const tbe_batch *b, const tbe_layout *l,
                                 const unsigned char *tc_mask, double *exact, double *bound)
 {
-  return forward_exact(b, l, tc_mask, b->wdtype == TBE_FP32, exact, bound);
+  return forward_exact(b, l, tc_mask, b->wdtype == TBE_FP32, 0, exact, bound);
 }
 
-tbe_status ref_forward_exact_fp32(const tbe_batch *b, const tbe_layout *l, double *exact,
-                                  double *bound)
+tbe_status ref_forward_exact_acc(const tbe_batch *b, const tbe_layout *l, int fp64_acc,
+                                 int fp32_group, double *exact, double *bound)
 {
-  return forward_exact(b, l, NULL, 0, exact, bound);
+  return forward_exact(b, l, NULL, fp64_acc && b->wdtype == TBE_FP32, fp32_group, exact,
+                       bound);
 }

@@ -4,7 +4,7 @@ imports the module tbecheck_ext_NAME and speaks the protocol of harness/check/en
 Not an adapter (harness/check/ext/) and not the oracle's worker (eng_oracle.py).
 
 The module is found on PYTHONPATH, then in harness/check/ext/ (the shipped adapters). It gives
-  ORDER      the order model of ref/order.h its deterministic outputs follow: "normative" or
+  ORDER      the order model of ref/forward_order.h its deterministic outputs follow: "normative" or
              "fbgemm_cpu"
   version()  optional: what it runs, e.g. "fbgemm_gpu 1.8.0, torch 2.13.0"
   run(case)  case.manifest: manifest.json as a dict; case.arrays: the input .npy files by name

@@ -25,7 +25,7 @@
 #include "engine_worker.h"
 #include "forward.h"
 #include "forward_small.h"
-#include "order.h"
+#include "forward_order.h"
 
 /* How an output is held to its baseline. */
 typedef enum {
@@ -433,7 +433,7 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
   }
   tbe_status s = tbe_ok();
   if (forward && t->order >= 0 && t->kind == ENG_MODEL) {
-    /* an external engine's order (ref/order.h) */
+    /* an external engine's order (ref/forward_order.h) */
     t->n = l->out_elems;
     t->bits = calloc((size_t)t->n + 1, sizeof(float));
     s = t->bits ? ref_forward_order((ref_order)t->order, b, l, t->bits)
@@ -444,14 +444,12 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
     t->n = l->out_elems;
     t->exact = calloc((size_t)t->n + 1, sizeof(double));
     t->bound = calloc((size_t)t->n + 1, sizeof(double));
-    s = !t->exact || !t->bound
-            ? tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values", (long long)t->n)
-        : ref_order_forward_fp32((ref_order)t->order, b) ? ref_forward_exact_fp32(b, l, t->exact,
-                                                                                   t->bound)
-                                                          : ref_forward_exact(b, l, t->exact,
-                                                                              t->bound);
+    s = t->exact && t->bound ? ref_forward_order_exact((ref_order)t->order, b, l, t->exact,
+                                                       t->bound)
+                             : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values",
+                                         (long long)t->n);
   } else if (t->order >= 0) {
-    s = tbe_error(TBE_EINVAL, "model", -1, "ref/order.h has no %s model of %s",
+    s = tbe_error(TBE_EINVAL, "model", -1, "ref/forward_order.h has no %s model of %s",
                   ref_order_name((ref_order)t->order), t->output);
   } else if (forward && t->kind == ENG_MODEL) {
     /* the small path's model (ref/forward_small.c), over the features of t->small */
@@ -702,7 +700,7 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   return s;
 }
 
-/* The checks of output got of external engine e (ref/order.h): where its declared order is the
+/* The checks of output got of external engine e (ref/forward_order.h): where its declared order is the
  * normative one, its bits against the reference's; elsewhere against the model of its order,
  * bit for bit (this proves the adapter and the model right), and against the exact value
  * within the bound of the algorithm that order runs (this finds the engine's defects). */

@@ -12,7 +12,7 @@
 #include "backward.h"
 #include "engine_worker.h"
 #include "npy.h"
-#include "order.h"
+#include "forward_order.h"
 
 #define ENG_EXT_MAX_BYTES (INT64_C(256) << 20) /* inputs an engine may be handed via /tmp */
 
@@ -49,7 +49,7 @@ void eng_start_ext(eng_ctx *x, eng_id e)
   if (id < 0) {
     snprintf(x->unavailable[e], sizeof x->unavailable[e],
              "its greeting '%.100s' declares %s%s%s, which ref/ has no model of (orders: "
-             "normative, fbgemm_cpu)", greeting, o ? "order '" : "no order=", order,
+             "normative, fbgemm_cpu, triton)", greeting, o ? "order '" : "no order=", order,
              o ? "'" : "");
     eng_worker_stop(x, e);
     return;

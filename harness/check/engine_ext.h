@@ -5,7 +5,7 @@
  * eng_ext.py, which imports the module tbecheck_ext_NAME (from PYTHONPATH, then harness/check/ext/
  * where the shipped adapters live) and speaks the protocol for it. The protocol (worker.h's
  * lines): the first line is "ready order=ORDER[ version=TEXT]" (ORDER: the order model in
- * ref/order.h its deterministic outputs follow) or "unavailable: REASON". Then for each line
+ * ref/forward_order.h its deterministic outputs follow) or "unavailable: REASON". Then for each line
  * naming a directory of a case's inputs (io/batch_files.h) it writes there what it computed:
  *   ext_indices.npy, ext_offsets.npy  after its bounds check, in the index dtype
  *   ext_warnings.npy                  '<i8' [1], the bounds check's counter
