@@ -79,4 +79,19 @@ tbe_status ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const ref
                               const void *grad_output, const float *momentum, double *w_exact,
                               double *w_bound, double *m_exact, double *m_bound);
 
+/* The same for an implementation that evaluates sections 4 and 5 in an order of its own
+ * (backward_order.h): each row gradient's contributions summed in fp32 in any order, the sum of
+ * squares in any order, each product of an update either fused or rounded apart; every row is
+ * then bounded, none taken as ref_backward's bits. */
+tbe_status ref_backward_exact_free(const tbe_batch *b, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output,
+                                   const float *momentum, double *w_exact, double *w_bound,
+                                   double *m_exact, double *m_bound);
+
+/* The per-sample-weight gradients' exact values [N] and the bound of any fp32 order of their D
+ * products (fused or not): (gamma32(D) + 2 gamma64(D)) * sum |G_d W_d| + D * 2^-150. */
+tbe_status ref_psw_grad_exact_free(const tbe_batch *b, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output,
+                                   double *exact, double *bound);
+
 #endif

@@ -105,7 +105,7 @@ static rb rb_neg(rb a) { return (rb){-a.v, a.r}; }
  * rounding on a path, not one per fma: 69 * 2^-149 at D = 2048 against 2048 * 2^-150).
  * Perturbed inputs (r_gd) add p to the exact sum and are in the gamma term through m; v's own
  * fp64 sum of D products is within gamma64(D + 1) * v. */
-static rb rb_sum_squares(const rb *gd, int32_t D)
+static rb rb_sum_squares(const rb *gd, int32_t D, int free_order)
 {
   double v = 0, p = 0, m = 0;
   for (int32_t d = 0; d < D; d++) {
@@ -113,7 +113,7 @@ static rb rb_sum_squares(const rb *gd, int32_t D)
     p += 2.0 * fabs(gd[d].v) * gd[d].r + gd[d].r * gd[d].r;
     m += (fabs(gd[d].v) + gd[d].r) * (fabs(gd[d].v) + gd[d].r);
   }
-  int64_t h = (D + 31) / 32 + 5;
+  int64_t h = free_order ? D + 1 : (D + 31) / 32 + 5; /* any order: a square and D adds */
   double gh = ref_gamma(h, REF_U32);
   return (rb){v, p + gh * m + (double)D * 0x1p-150 * (1.0 + gh) + ref_gamma(D + 1, REF_U64) * v};
 }
@@ -123,7 +123,7 @@ double ref_bwd_sum_squares_bound(const float *gd, int32_t D, double *exact)
   rb x[TBE_MAX_D];
   for (int32_t d = 0; d < D; d++)
     x[d] = rb_const(gd[d]);
-  rb s = rb_sum_squares(x, D);
+  rb s = rb_sum_squares(x, D, 0);
   *exact = s.v;
   return s.r;
 }
@@ -137,15 +137,23 @@ static double store_bound(const ref_opt_config *o, tbe_dtype t, rb x)
   return x.r + (o->sr ? 2.0 * e : e);
 }
 
+/* a*b + c as one fma, or with free_order as either that or a product rounded apart, then
+ * added (its bound, one rounding more, covers both). */
+static rb rb_fma_or_split(rb a, rb b, rb c, int free_order)
+{
+  return free_order ? rb_add(rb_mul(a, b), c) : rb_fma(a, b, c);
+}
+
 /* Section 5 on gradients g (v, r) for one row of D weights w (exact) and momentum *m: writes the
- * weights' (exact, bound) and, for Adagrad, the momentum's. gd is D rb of scratch. */
+ * weights' (exact, bound) and, for Adagrad, the momentum's. gd is D rb of scratch. free_order:
+ * the formulas in any order of fp32 operations (ref_backward_exact_free). */
 static void rb_update(const ref_opt_config *o, tbe_dtype t, int32_t D, const rb *g, const float *w,
                       float m, rb *gd, double *w_exact, double *w_bound, double *m_exact,
-                      double *m_bound)
+                      double *m_bound, int free_order)
 {
   if (o->kind == REF_OPT_SGD) {
     for (int32_t d = 0; d < D; d++) {
-      rb x = rb_fma(rb_const(-(double)o->lr), g[d], rb_const(w[d]));
+      rb x = rb_fma_or_split(rb_const(-(double)o->lr), g[d], rb_const(w[d]), free_order);
       w_exact[d] = x.v;
       w_bound[d] = store_bound(o, t, x);
     }
@@ -154,16 +162,18 @@ static void rb_update(const ref_opt_config *o, tbe_dtype t, int32_t D, const rb 
   rb lambda = rb_const(o->lambda);
   for (int32_t d = 0; d < D; d++)
     gd[d] = o->wd == REF_WD_L2 ? rb_fma(lambda, rb_const(w[d]), g[d]) : g[d];
-  rb mm = rb_add(rb_const(m), rb_div(rb_sum_squares(gd, D), rb_const(D)));
+  rb mm = rb_add(rb_const(m), rb_div(rb_sum_squares(gd, D, free_order), rb_const(D)));
   *m_exact = mm.v;
   *m_bound = mm.r;
   rb mu = rb_div(rb_const(o->lr), rb_add(rb_sqrt(mm), rb_const(o->eps)));
-  rb c = o->wd == REF_WD_L2         ? rb_fma(rb_neg(mu), lambda, rb_const(1.0))
-         : o->wd == REF_WD_DECOUPLE ? rb_const(fmaf(-o->lr, o->lambda, 1.0f))
+  rb decouple = free_order ? rb_fma_or_split(rb_const(-(double)o->lr), lambda, rb_const(1.0), 1)
+                           : rb_const(fmaf(-o->lr, o->lambda, 1.0f));
+  rb c = o->wd == REF_WD_L2         ? rb_fma_or_split(rb_neg(mu), lambda, rb_const(1.0), free_order)
+         : o->wd == REF_WD_DECOUPLE ? decouple
                                     : rb_const(1.0);
   for (int32_t d = 0; d < D; d++) {
     rb cw = c.v == 1.0 && c.r == 0.0 ? rb_const(w[d]) : rb_mul(c, rb_const(w[d]));
-    rb x = rb_fma(rb_neg(mu), g[d], cw);
+    rb x = rb_fma_or_split(rb_neg(mu), g[d], cw, free_order);
     w_exact[d] = x.v;
     w_bound[d] = store_bound(o, t, x);
   }
@@ -208,7 +218,7 @@ static void exact_short(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row
  * rb_update. */
 static void exact_long(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row, float m,
                        float *scratch, double *A, rb *g, rb *gd, double *w_exact,
-                       double *w_bound, double *m_exact, double *m_bound)
+                       double *w_bound, double *m_exact, double *m_bound, int free_order)
 {
   const tbe_batch *b = w->b;
   int32_t D = b->D[j];
@@ -227,23 +237,30 @@ static void exact_long(const ref_bwd_work *w, int64_t r, int32_t j, int64_t row,
   double g64 = ref_gamma(k, REF_U64);
   for (int32_t d = 0; d < D; d++) {
     double order = 2.0 * g64 * A[d] * (1.0 + 2.0 * g64); /* the header's e */
-    g[d].r = ref_store_error(TBE_FP32, fabs(g[d].v) + order) + order;
+    /* free order: the k single contributions (chunk 1) summed in fp32 in any order, each term
+     * one rounding away from the exact product an fma would keep (ref_backward_exact_free) */
+    g[d].r = free_order ? ref_gamma(k + 1, REF_U32) * A[d] * (1.0 + 2.0 * g64) + order +
+                              (double)k * 0x1p-150
+                        : ref_store_error(TBE_FP32, fabs(g[d].v) + order) + order;
   }
   uint64_t key = (uint64_t)w->tr.rows_cumsum[j] + (uint64_t)row;
   int64_t at = ref_bwd_weight_at(b, j, row);
   ref_load_row((const char *)b->weights + (size_t)at * tbe_dtype_size(b->wdtype), b->wdtype, D,
                wr);
   double mv = 0.0, mr = 0.0;
-  rb_update(&w->cfg->opt, b->wdtype, D, g, wr, m, gd, w_exact + at, w_bound + at, &mv, &mr);
+  rb_update(&w->cfg->opt, b->wdtype, D, g, wr, m, gd, w_exact + at, w_bound + at, &mv, &mr,
+            free_order);
   if (m_exact) {
     m_exact[key] = mv;
     m_bound[key] = mr;
   }
 }
 
-tbe_status ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
-                              const void *grad_output, const float *momentum, double *w_exact,
-                              double *w_bound, double *m_exact, double *m_bound)
+/* ref_backward_exact, or with free_order ref_backward_exact_free (cfg already with chunk 1). */
+static tbe_status backward_exact(const tbe_batch *b, const tbe_layout *l,
+                                 const ref_bwd_config *cfg, const void *grad_output,
+                                 const float *momentum, double *w_exact, double *w_bound,
+                                 double *m_exact, double *m_bound, int free_order)
 {
   const int adagrad = cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD;
   if (adagrad && (!momentum || !m_exact || !m_bound))
@@ -278,10 +295,61 @@ tbe_status ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const ref
       int32_t j = ref_transpose_table(&w.tr, b, l, r, &row);
       uint64_t key = (uint64_t)w.tr.rows_cumsum[j] + (uint64_t)row;
       float m = adagrad ? momentum[key] : 0.0f;
-      if (ref_bwd_chunks(&w, r) < 2)
+      if (ref_bwd_chunks(&w, r) < 2 && !free_order)
         exact_short(&w, r, j, row, m, scratch, w_exact, w_bound, mx, mb);
       else
-        exact_long(&w, r, j, row, m, scratch, A, g, gd, w_exact, w_bound, mx, mb);
+        exact_long(&w, r, j, row, m, scratch, A, g, gd, w_exact, w_bound, mx, mb, free_order);
+    }
+  }
+  ref_bwd_work_free(&w);
+  return tbe_ok();
+}
+
+tbe_status ref_backward_exact(const tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                              const void *grad_output, const float *momentum, double *w_exact,
+                              double *w_bound, double *m_exact, double *m_bound)
+{
+  return backward_exact(b, l, cfg, grad_output, momentum, w_exact, w_bound, m_exact, m_bound, 0);
+}
+
+tbe_status ref_backward_exact_free(const tbe_batch *b, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output,
+                                   const float *momentum, double *w_exact, double *w_bound,
+                                   double *m_exact, double *m_bound)
+{
+  ref_bwd_config c = *cfg; /* every contribution a partial of its own, in any order */
+  c.threshold = 1;
+  c.chunk = 1;
+  c.combine = REF_COMBINE_ATOMIC;
+  return backward_exact(b, l, &c, grad_output, momentum, w_exact, w_bound, m_exact, m_bound, 1);
+}
+
+tbe_status ref_psw_grad_exact_free(const tbe_batch *b, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output,
+                                   double *exact, double *bound)
+{
+  ref_bwd_work w;
+  tbe_status st = ref_bwd_work_init(&w, b, l, cfg, grad_output, NULL);
+  if (st.code)
+    return st;
+  memset(exact, 0, sizeof(double) * (size_t)b->N);
+  memset(bound, 0, sizeof(double) * (size_t)b->N);
+  for (int64_t i = 0; i < l->total_B; i++) {
+    int32_t j = b->feature_table_map[l->bag_feature[i]], D = b->D[j];
+    for (int64_t p = tbe_iget(b->offsets, b->itype, i); p < tbe_iget(b->offsets, b->itype, i + 1);
+         p++) {
+      int64_t idx = tbe_iget(b->indices, b->itype, p);
+      if (idx == -1)
+        continue;
+      double S = 0, A = 0;
+      for (int32_t d = 0; d < D; d++) { /* each product exact in fp64 (24 by 24 bits) */
+        double x = (double)w.g[l->bag_out[i] + d] *
+                   weight_value(b->weights, b->wdtype, b->table_offset[j] + idx * D + d);
+        S += x;
+        A += fabs(x);
+      }
+      exact[p] = S;
+      bound[p] = (ref_gamma(D, REF_U32) + 2.0 * ref_gamma(D, REF_U64)) * A + D * 0x1p-150;
     }
   }
   ref_bwd_work_free(&w);

@@ -20,6 +20,9 @@ The module is found on PYTHONPATH, then in harness/check/ext/ (the shipped adapt
                weights           updated weights, flat, in the dtype of weights.npy
                momentum, psw_grad  float32 arrays
                declined          {output name: reason} for outputs it does not give on purpose
+                                 (a semantic difference the spec allows: unsupported)
+               raised            {output name: reason} for outputs it failed on although the
+                                 input was valid (a failure, with the reason)
              and raises NotImplementedError(reason) for a case it cannot run.
 An exception at import or in version() makes the engine unavailable, with the reason.
 
@@ -69,7 +72,7 @@ def write(np, case, got):
     idx, wt = INDEX_NPY[m["itype"]], FLOAT_NPY[m["wdtype"]]
     kinds = {"indices": idx, "offsets": idx, "output": FLOAT_NPY[m["out_dtype"]],
              "weights": wt, "momentum": "<f4", "psw_grad": "<f4"}
-    unknown = set(got) - set(kinds) - {"warnings", "offender", "declined"}
+    unknown = set(got) - set(kinds) - {"warnings", "offender", "declined", "raised"}
     if unknown:
         raise KeyError(f"the engine returned outputs tbecheck does not know: {sorted(unknown)}")
     for name, dtype in kinds.items():
@@ -83,13 +86,14 @@ def write(np, case, got):
         if len(who) not in (2, 4):
             raise ValueError(f"offender {who} is not (feature, bag[, position, value])")
         np.save(os.path.join(case.dir, "ext_offender.npy"), np.array(who, "<i8"))
-    declined = got.get("declined") or {}
-    both = [name for name in declined if got.get(name) is not None]
-    if both:
-        raise ValueError(f"the engine declines {both} and gives them")
-    with open(os.path.join(case.dir, "ext_declined.txt"), "w") as f:
-        for name, why in declined.items():
-            f.write(f"{name}: {' '.join(str(why).split())}\n")
+    for key in ("declined", "raised"):
+        missing = got.get(key) or {}
+        both = [name for name in missing if got.get(name) is not None]
+        if both:
+            raise ValueError(f"the engine says {key} of {both} and gives them")
+        with open(os.path.join(case.dir, f"ext_{key}.txt"), "w") as f:
+            for name, why in missing.items():
+                f.write(f"{name}: {' '.join(str(why).split())}\n")
 
 
 def one_line(e):

@@ -25,6 +25,7 @@
 #include "engine_worker.h"
 #include "forward.h"
 #include "forward_small.h"
+#include "backward_order.h"
 #include "forward_order.h"
 
 /* How an output is held to its baseline. */
@@ -388,7 +389,7 @@ typedef struct {
   int order;                 /* an external engine's order (ref_order) it models, or -1 */
 } eng_twin;
 
-#define ENG_MAX_TWINS 8
+#define ENG_MAX_TWINS 16 /* forward and backward, each model and exact, for ours and an external order */
 
 /* The twins of one case, made on demand by eng_twin_get while b holds the reference's repaired
  * indices and offsets (the batch the reference computed from). */
@@ -420,6 +421,59 @@ static int eng_same_mask(const unsigned char *a, const unsigned char *b, int32_t
   return (!a && !b) || (a && b && !memcmp(a, b, (size_t)T));
 }
 
+/* Twin t of a backward output of an external order (t->order): the order's model (ENG_MODEL,
+ * backward_order.h) on copies of b's weights and momentum, or the exact values within the bound
+ * of any order of the normative formulas (ENG_BOUND, ref_backward_exact_free). */
+static tbe_status eng_twin_backward_order(const gen_bwd *bwd, const tbe_batch *b,
+                                          const tbe_layout *l, eng_twin *t)
+{
+  const int w = !strcmp(t->output, "weights"), m = !strcmp(t->output, "momentum");
+  const int64_t nw = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+  if (m && !bwd->momentum)
+    return tbe_error(TBE_EINVAL, "model", -1, "the optimizer keeps no momentum");
+  t->n = w ? nw : m ? rows : b->N;
+  if (t->kind == ENG_BOUND) {
+    t->exact = malloc(sizeof(double) * (size_t)(nw + rows + b->N + 1));
+    t->bound = malloc(sizeof(double) * (size_t)(nw + rows + b->N + 1));
+    if (!t->exact || !t->bound)
+      return tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values", (long long)t->n);
+    if (!w && !m)
+      return ref_psw_grad_exact_free(b, l, bwd->cfg, bwd->grad_output, t->exact, t->bound);
+    double *we = t->exact, *wb = t->bound, *me = we + nw, *mb = wb + nw;
+    tbe_status s = ref_backward_exact_free(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, we,
+                                           wb, bwd->momentum ? me : NULL,
+                                           bwd->momentum ? mb : NULL);
+    if (s.code == TBE_OK && m) { /* the momentum's part, moved to the front */
+      memmove(t->exact, me, sizeof(double) * (size_t)rows);
+      memmove(t->bound, mb, sizeof(double) * (size_t)rows);
+    }
+    return s;
+  }
+  size_t wsize = tbe_dtype_size(b->wdtype);
+  tbe_batch copy = *b;
+  void *weights = malloc((size_t)nw * wsize + 1);
+  float *mom = bwd->momentum ? malloc(sizeof(float) * (size_t)(rows + 1)) : NULL;
+  float *psw = b->per_sample_weights ? calloc((size_t)b->N + 1, sizeof(float)) : NULL;
+  tbe_status s = tbe_ok();
+  if (!weights || (bwd->momentum && !mom) || (b->per_sample_weights && !psw))
+    s = tbe_error(TBE_ENOMEM, "model", -1, "cannot copy the weights");
+  if (s.code == TBE_OK) {
+    memcpy(weights, b->weights, (size_t)nw * wsize);
+    if (mom)
+      memcpy(mom, bwd->momentum, sizeof(float) * (size_t)rows);
+    copy.weights = weights;
+    s = ref_backward_order((ref_order)t->order, &copy, l, bwd->cfg, bwd->grad_output, mom, psw);
+  }
+  t->bits = w ? weights : m ? (void *)mom : (void *)psw;
+  if (!w)
+    free(weights);
+  if (!m)
+    free(mom);
+  if (w || m)
+    free(psw);
+  return s;
+}
+
 /* Makes twin t (path, output, kind set; small its mask or NULL) on the repaired batch b, or
  * writes why it cannot into why. Returns TBE_ENOMEM only. */
 static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const tbe_layout *l,
@@ -449,8 +503,8 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
                              : tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values",
                                          (long long)t->n);
   } else if (t->order >= 0) {
-    s = tbe_error(TBE_EINVAL, "model", -1, "ref/forward_order.h has no %s model of %s",
-                  ref_order_name((ref_order)t->order), t->output);
+    s = tw->bwd ? eng_twin_backward_order(tw->bwd, b, l, t)
+                : tbe_error(TBE_EINTERNAL, "model", -1, "no backward to take the twin of");
   } else if (forward && t->kind == ENG_MODEL) {
     /* the small path's model (ref/forward_small.c), over the features of t->small */
     t->n = l->out_elems;
@@ -710,8 +764,11 @@ static tbe_status eng_check_ext_output(eng_ctx *x, eng_case_result *res, eng_id 
 {
   const ref_order o = (ref_order)x->order[e];
   const int forward = !strcmp(got->name, "output");
+  const int backward = !strcmp(got->name, "weights") || !strcmp(got->name, "momentum") ||
+                       !strcmp(got->name, "psw_grad");
   eng_part all = {got->path, NULL, got->n};
-  if (!forward || ref_order_forward_is_normative(o, b))
+  if (forward ? ref_order_forward_is_normative(o, b)
+              : !backward || ref_order_backward_is_normative(o))
     return eng_compare(x, res, e, got, &all, ENG_BITWISE, want, tw, b, l);
   tbe_status s = eng_compare(x, res, e, got, &all, ENG_MODEL, want, tw, b, l);
   return s.code == TBE_OK ? eng_compare(x, res, e, got, &all, ENG_BOUND, want, tw, b, l) : s;
@@ -763,12 +820,13 @@ static tbe_status eng_check_engine(eng_ctx *x, eng_case_result *res, eng_id e,
                                         eng_find(ref, run->out[i].name), tw, b, l);
   for (int i = 0; s.code == TBE_OK && i < ref->n_out; i++) {
     const eng_output *want = &ref->out[i];
-    const char *declined = eng_declined_why(run, want->name);
+    int raised = 0;
+    const char *why = eng_declined_why(run, want->name, &raised);
     if (eng_find(run, want->name))
       continue;
-    if (declined)
-      s = eng_note(res, e, "ref", want->path, want->name, ENG_UNSUPPORTED, "%s declines: %s",
-                   eng_name(e), declined);
+    if (why)
+      s = eng_note(res, e, "ref", want->path, want->name, raised ? ENG_FAIL : ENG_UNSUPPORTED,
+                   "%s %s: %s", eng_name(e), raised ? "raised on valid input" : "declines", why);
     else if (eng_produces(e, want->name))
       s = eng_note(res, e, "ref", want->path, want->name, ENG_FAIL, "%s has no %s: %s",
                    eng_name(e), want->name, eng_missing_why(run));

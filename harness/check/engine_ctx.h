@@ -21,6 +21,7 @@ struct eng_ctx {
   char unavailable[ENG_COUNT][256]; /* "" when the engine can run */
   char gpu_desc[256];
   worker *worker[ENG_COUNT];        /* the worker engines' processes (oracle, external) */
+  char argv[ENG_COUNT][4][1024];    /* how each was started (a dead one is started again) */
   char xdir[ENG_COUNT][320];        /* their exchange directories (exchange.h), "" if none */
   int order[ENG_COUNT];             /* an external engine's order model (ref_order) */
   char version[ENG_COUNT][160];     /* and what it says it is */

@@ -70,11 +70,11 @@ static tbe_status eng_ext_read(const char *dir, const char *name, npy_dtype want
   return *have ? eng_read_npy(dir, file, want, n, a) : tbe_ok();
 }
 
-/* The lines "OUTPUT: REASON" of dir/ext_declined.txt into r->declined. */
-static tbe_status eng_ext_declined(const char *dir, eng_run *r)
+/* The lines "OUTPUT: REASON" of dir/ext_NAME.txt (declined, raised) into r->declined. */
+static tbe_status eng_ext_declined(const char *dir, const char *name, eng_run *r)
 {
   char path[700], line[400];
-  snprintf(path, sizeof path, "%s/ext_declined.txt", dir);
+  snprintf(path, sizeof path, "%s/ext_%s.txt", dir, name);
   FILE *f = fopen(path, "r");
   if (!f)
     return errno == ENOENT ? tbe_ok()
@@ -92,6 +92,7 @@ static tbe_status eng_ext_declined(const char *dir, eng_run *r)
       break;
     }
     eng_declined *d = &r->declined[r->n_declined++];
+    d->raised = !strcmp(name, "raised");
     snprintf(d->output, sizeof d->output, "%.*s", (int)(colon - line), line);
     snprintf(d->reason, sizeof d->reason, "%s", colon + 2);
   }
@@ -114,7 +115,9 @@ static tbe_status eng_ext_outputs(const char *dir, const tbe_batch *b, const tbe
   npy_array a[N_FILES];
   int have[N_FILES] = {0};
   memset(a, 0, sizeof a);
-  tbe_status s = eng_ext_declined(dir, r);
+  tbe_status s = eng_ext_declined(dir, "declined", r);
+  if (s.code == TBE_OK)
+    s = eng_ext_declined(dir, "raised", r);
   for (int k = 0; s.code == TBE_OK && k < N_FILES; k++) {
     if (k == WHO) { /* two values for an offset offender, four for an index offender */
       char path[700];

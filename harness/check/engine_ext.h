@@ -16,6 +16,8 @@
  *   ext_weights.npy, ext_momentum.npy, ext_psw_grad.npy   the backward's, as the oracle's
  *   ext_declined.txt                  lines "OUTPUT: REASON" for outputs it does not give on
  *                                     purpose (a semantic difference the spec allows)
+ *   ext_raised.txt                    the same for outputs it failed on although the input
+ *                                     was valid (it raised): each a failure with the reason
  * and answers "done", "unsupported: REASON" (a case outside what it implements) or
  * "error: MESSAGE". An output neither written nor declined is a failure: it should be there.
  */

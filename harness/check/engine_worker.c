@@ -12,6 +12,11 @@
 
 int eng_worker_start(eng_ctx *x, eng_id e, char *const argv[], char *greeting, size_t n)
 {
+  int k = 0;
+  for (; k < 3 && argv[k]; k++) /* the engines' commands have at most 3 words */
+    snprintf(x->argv[e][k], sizeof x->argv[e][k], "%s", argv[k]);
+  for (; k < 4; k++)
+    x->argv[e][k][0] = '\0';
   tbe_status s = worker_start(argv, &x->worker[e], greeting, n);
   if (s.code != TBE_OK) {
     snprintf(x->unavailable[e], sizeof x->unavailable[e], "%s", s.message);
@@ -46,9 +51,30 @@ static int64_t eng_input_bytes(const tbe_batch *b, const tbe_layout *l, const ge
   return bytes;
 }
 
+/* A worker that died on an earlier case (a crash of the engine it runs) is started again, so
+ * that it loses that case only; the greeting it gives again is not read twice. */
+static tbe_status eng_worker_revive(eng_ctx *x, eng_id e)
+{
+  if (!worker_dead(x->worker[e]))
+    return tbe_ok();
+  char died[200], greeting[512], words[3][sizeof x->argv[0][0]];
+  snprintf(died, sizeof died, "%s", worker_dead(x->worker[e]));
+  char *argv[4] = {NULL, NULL, NULL, NULL}; /* copies: eng_worker_start writes x->argv */
+  for (int k = 0; k < 3 && x->argv[e][k][0]; k++)
+    argv[k] = memcpy(words[k], x->argv[e][k], sizeof words[k]);
+  eng_worker_stop(x, e);
+  if (eng_worker_start(x, e, argv, greeting, sizeof greeting))
+    return tbe_error(TBE_EIO, eng_name(e), -1, "%s, and starting it again failed: %s", died,
+                     x->unavailable[e]);
+  return tbe_ok();
+}
+
 tbe_status eng_worker_ask(eng_ctx *x, eng_id e, const tbe_batch *b, const tbe_layout *l,
                           const eng_job *j, int64_t max_bytes, char *reply, size_t n)
 {
+  tbe_status revived = eng_worker_revive(x, e);
+  if (revived.code != TBE_OK)
+    return revived;
   int64_t bytes = eng_input_bytes(b, l, j->bwd);
   if (bytes > max_bytes)
     return tbe_error(TBE_EINVAL, eng_name(e), -1,

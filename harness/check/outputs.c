@@ -74,11 +74,13 @@ const eng_output *eng_find(const eng_run *r, const char *name)
   return NULL;
 }
 
-const char *eng_declined_why(const eng_run *r, const char *name)
+const char *eng_declined_why(const eng_run *r, const char *name, int *raised)
 {
   for (int i = 0; i < r->n_declined; i++)
-    if (!strcmp(r->declined[i].output, name))
+    if (!strcmp(r->declined[i].output, name)) {
+      *raised = r->declined[i].raised;
       return r->declined[i].reason;
+    }
   return NULL;
 }
 

@@ -39,10 +39,12 @@ typedef struct {
 
 #define ENG_SMALL_PATH "forward.small"
 
-/* An output an engine declines to give, and why (a semantic difference the spec allows). */
+/* An output an engine does not give, and why: declined (a semantic difference the spec
+ * allows: unsupported) or raised on (it failed on valid input: a failure). */
 typedef struct {
   char output[16];
   char reason[240];
+  int raised;
 } eng_declined;
 
 /* One engine's run on one case. */
@@ -87,8 +89,9 @@ size_t eng_elem_size(const eng_output *o);
 /* The output named name, or NULL. */
 const eng_output *eng_find(const eng_run *r, const char *name);
 
-/* Why the run declines to give the output called name, or NULL when it does not. */
-const char *eng_declined_why(const eng_run *r, const char *name);
+/* Why the run does not give the output called name, or NULL when it does not say; *raised
+ * receives whether it raised on it (a failure) rather than declined it. */
+const char *eng_declined_why(const eng_run *r, const char *name, int *raised);
 
 /* Frees the run's outputs (n_out becomes 0). */
 void eng_run_free(eng_run *r);

@@ -21,14 +21,33 @@ struct worker {
   FILE *to;    /* the child's stdin */
   FILE *from;  /* the child's stdout */
   char dead[200]; /* why it is dead, or "" */
+  int reaped;     /* its exit status has been collected */
 };
+
+/* Collects the exit status of a worker that closed its output and says how it ended. */
+static void worker_reap(worker *w)
+{
+  int st = 0;
+  pid_t r;
+  while ((r = waitpid(w->pid, &st, 0)) < 0 && errno == EINTR)
+    ;
+  w->reaped = r == w->pid;
+  if (!w->reaped)
+    snprintf(w->dead, sizeof w->dead, "worker %d closed its output (it exited or crashed)",
+             (int)w->pid);
+  else if (WIFSIGNALED(st))
+    snprintf(w->dead, sizeof w->dead, "worker %d was killed by signal %d (%s)", (int)w->pid,
+             WTERMSIG(st), strsignal(WTERMSIG(st)));
+  else
+    snprintf(w->dead, sizeof w->dead, "worker %d exited with status %d without replying",
+             (int)w->pid, WEXITSTATUS(st));
+}
 
 /* Reads one line into buf without its '\n'; marks the worker dead on EOF or error. */
 static tbe_status worker_read_line(worker *w, char *buf, size_t n)
 {
   if (!fgets(buf, (int)n, w->from)) {
-    snprintf(w->dead, sizeof w->dead, "worker %d closed its output (it exited or crashed)",
-             (int)w->pid);
+    worker_reap(w);
     return tbe_error(TBE_EIO, "worker", -1, "%s", w->dead);
   }
   size_t len = strlen(buf);
@@ -107,6 +126,8 @@ tbe_status worker_ask(worker *w, const char *request, char *reply, size_t n)
 
 int worker_pid(const worker *w) { return w ? (int)w->pid : 0; }
 
+const char *worker_dead(const worker *w) { return w && w->dead[0] ? w->dead : NULL; }
+
 void worker_stop(worker *w)
 {
   if (!w)
@@ -115,9 +136,9 @@ void worker_stop(worker *w)
     fclose(w->to);
   if (w->from)
     fclose(w->from);
-  if (w->dead[0]) /* it may be stuck mid-reply: do not wait on it forever */
+  if (w->dead[0] && !w->reaped) /* it may be stuck mid-reply: do not wait on it forever */
     kill(w->pid, SIGKILL);
-  while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+  while (!w->reaped && waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
     ;
   free(w);
 }

@@ -3,7 +3,7 @@
  *
  * Invariant: between calls a started worker has answered every request it was sent, so the next
  * line read is the reply to the next request. Once it has exited or misbehaved it is dead: every
- * later request fails at once with the reason it died.
+ * later request fails at once with the reason it died (a new worker takes its place).
  */
 #ifndef HARNESS_WORKER_H
 #define HARNESS_WORKER_H
@@ -26,6 +26,9 @@ tbe_status worker_ask(worker *w, const char *request, char *reply, size_t n);
 
 /* The worker's process id (0 for NULL): what a signal handler may kill. */
 int worker_pid(const worker *w);
+
+/* Why the worker is dead (how it ended: a signal, an exit status), or NULL while it lives. */
+const char *worker_dead(const worker *w);
 
 /* Closes the worker's stdin, waits for it to exit and frees it (NULL is allowed). */
 void worker_stop(worker *w);

@@ -695,6 +695,9 @@ def run(case):
     m = case.manifest
     if m["T"] == 3:
         raise NotImplementedError("three features are not for this engine")
+    if MODE == "crash" and m["B"] == 7:  # the engine's process dies on this case
+        import os, signal
+        os.kill(os.getpid(), signal.SIGSEGV)
     a = tbe_oracle.load_case(case.dir)[1]
     if MODE == "pruned_row0":  # a defect: a pruned row (-1) read as row 0
         a["indices"] = np.where(a["indices"] == -1, 0, a["indices"]).astype(a["indices"].dtype)
@@ -702,7 +705,9 @@ def run(case):
     got = {{"indices": res.indices, "offsets": res.offsets, "warnings": res.warnings}}
     if MODE == "decline":
         got["declined"] = {{"warnings": "it counts bad bags its own way"}}
-    if MODE in ("decline", "omit"):
+    if MODE == "raises":
+        got["raised"] = {{"warnings": "it threw on a valid counter"}}
+    if MODE in ("decline", "omit", "raises"):
         del got["warnings"]
     if res.offender is not None:
         o = res.offender
@@ -738,7 +743,8 @@ def test_ext():
     for name, order, mode in (("good", "normative", "good"), ("pruned", "normative", "pruned_row0"),
                               ("decline", "normative", "decline"), ("omit", "normative", "omit"),
                               ("widen", "normative", "widen"), ("fp32", "fbgemm_cpu", "fp32"),
-                              ("fp64", "fbgemm_cpu", "fp64"), ("odd", "sideways", "good")):
+                              ("fp64", "fbgemm_cpu", "fp64"), ("odd", "sideways", "good"),
+                              ("crash", "normative", "crash"), ("raises", "normative", "raises")):
         ext_engine(name, order, mode)
     env = dict(ENV, PYTHONPATH=os.path.abspath("ext"))
     cases = ["T=2 B=8 L=4 D=8", "T=2 B=8 L=6 D=8 invalid=0.2 invalid_kind=pruned bounds=warning",
@@ -770,6 +776,17 @@ def test_ext():
     expect(1, "run", "--db", "o.db", "--engines", "ref,ext.omit", cases[0], env=env)
     st, why = statuses("o.db", "ext.omit")[("T=2 B=8 D=8 seed=1", "warnings", "ref")]
     check(st == "fail" and "has no warnings" in why, f"omitted warnings: {st} {why}")
+    expect(1, "run", "--db", "r.db", "--engines", "ref,ext.raises", cases[0], env=env)
+    st, why = statuses("r.db", "ext.raises")[("T=2 B=8 D=8 seed=1", "warnings", "ref")]
+    check(st == "fail" and "raised on valid input: it threw" in why, f"raised: {st} {why}")
+    # an engine that dies loses that case only: a new worker takes the next
+    expect(1, "run", "--db", "c.db", "--engines", "ref,ext.crash", cases[0], "T=2 B=7 L=3",
+           cases[3], env=env)
+    got = statuses("c.db", "ext.crash")
+    died = {c for (c, _, _), (st, why) in got.items() if st == "error" and "signal 11" in why}
+    check(died == {"T=2 B=7 L=3 seed=1"}, f"the crash: {died}")
+    check(all(st == "pass" for (c, _, _), (st, _) in got.items() if "B=7" not in c),
+          f"the cases around the crash: {got}")
     expect(1, "run", "--db", "w.db", "--engines", "ref,ext.widen", cases[0], env=env)
     check(any(st == "error" and "converts no floating value" in why
               for st, why in statuses("w.db", "ext.widen").values()), "float64 output accepted")
