@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backward_impl.h"
+#include "backward_order.h"
 #include "half.h"
 #include "test_batch.h"
 #include "test_util.h"
@@ -800,6 +801,77 @@ static void test_errors(void)
   problem_free(&p);
 }
 
+/* The free-order twin (ref_backward_exact_free, ref_psw_grad_exact_free): the normative order
+ * and FBGEMM's (backward_order.h) are two of the orders it allows, so both lie within it on
+ * random problems; FBGEMM's fast path, which drops the weight decay, does not. */
+static void test_free_bound(void)
+{
+  int64_t bad = 0, dropped = 0, compared = 0;
+  for (uint64_t k = 0; k < 30; k++) {
+    uint64_t x = 7000 + k;
+    shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.pool = k % 4 == 1 ? TBE_POOL_MEAN : TBE_POOL_SUM;
+    sh.weighted = sh.pool == TBE_POOL_SUM && k % 2;
+    sh.wd = k % 3 == 2 ? TBE_FP16 : TBE_FP32; /* FBGEMM's CPU has no bf16 */
+    sh.od = k % 5 == 3 ? TBE_FP16 : TBE_FP32;
+    sh.T = 1 + (int32_t)(k % 3);
+    sh.B = 30;
+    sh.maxL = 12;
+    sh.E = 3 + (int64_t)(k % 4);
+    sh.D = 4 * (1 + (int32_t)((k * 7) % 17));
+    problem p = make_problem(x, &sh);
+    /* fp16 SGD rounds FBGEMM's step to fp16 (outside any fp32 order): Adagrad there */
+    int sgd = k % 4 == 0 && sh.wd == TBE_FP32;
+    ref_wd_mode wd = sgd ? REF_WD_NONE : (ref_wd_mode)(k % 3);
+    ref_bwd_config c = config(sgd ? REF_OPT_SGD : REF_OPT_ROWWISE_ADAGRAD, wd, 8, 1 + k % 5);
+    exact e = run_exact(&p, &c);
+    tbe_status st = ref_backward_exact_free(&p.b, &p.l, &c, p.grad, p.momentum, e.we, e.wb,
+                                            e.me, e.mb);
+    CHECK(st.code == TBE_OK, "free twin: %s", st.message);
+    result ref = run_ref(&p, &c, &st);
+    worst_ratio(&p, &c, &e, &ref, &bad); /* the normative order: inside */
+    result fb = run_ref(&p, &c, &st); /* its buffers, refilled by the FBGEMM model */
+    size_t wbytes = tbe_dtype_size(p.b.wdtype) * (size_t)p.b.table_offset[p.b.num_tables];
+    memcpy(fb.weights, p.b.weights, wbytes);
+    memcpy(fb.momentum, p.momentum, sizeof(float) * (size_t)p.rows);
+    tbe_batch copy = p.b;
+    copy.weights = fb.weights;
+    st = ref_backward_order(REF_ORDER_FBGEMM_CPU, &copy, &p.l, &c, p.grad, fb.momentum,
+                            p.b.per_sample_weights ? fb.psw : NULL);
+    CHECK(st.code == TBE_OK, "fbgemm model: %s", st.message);
+    /* the fast path (fp32 weights and output, one feature a table here) drops the decay */
+    int fast = !sgd && wd != REF_WD_NONE && sh.wd == TBE_FP32 && sh.od == TBE_FP32;
+    int64_t outside = 0;
+    worst_ratio(&p, &c, &e, &fb, &outside);
+    if (fast)
+      dropped += outside > 0;
+    else
+      bad += outside;
+    if (p.b.per_sample_weights) {
+      double *px = malloc(sizeof(double) * (size_t)(p.b.N + 1));
+      double *pb = malloc(sizeof(double) * (size_t)(p.b.N + 1));
+      ref_psw_grad_exact_free(&p.b, &p.l, &c, p.grad, px, pb);
+      for (int64_t i = 0; i < p.b.N; i++) {
+        bad += !(fabs(ref.psw[i] - px[i]) <= pb[i]) + !(fabs(fb.psw[i] - px[i]) <= pb[i]);
+        compared += 2;
+      }
+      free(px);
+      free(pb);
+    }
+    compared += p.b.table_offset[p.b.num_tables];
+    result_free(&fb);
+    result_free(&ref);
+    exact_free(&e);
+    problem_free(&p);
+  }
+  CHECK(bad == 0, "%lld outputs of the normative or FBGEMM's order outside the free-order bound",
+        (long long)bad);
+  CHECK(dropped > 0, "FBGEMM's dropped weight decay stayed inside the free-order bound");
+  printf("free-order twin: %lld outputs inside; %lld dropped-decay problems outside\n",
+         (long long)compared, (long long)dropped);
+}
+
 int main(void)
 {
   omp_set_num_threads(2);
@@ -808,6 +880,7 @@ int main(void)
   test_against_model();
   test_threads();
   test_exact_bound();
+  test_free_bound();
   test_bound_approached();
   test_dropped_partial();
   test_sum_squares_underflow();
