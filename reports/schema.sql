@@ -58,6 +58,10 @@ CREATE TABLE runs (
                                                   -- perf rows (bench/bench_db.h); NULL: a check
                                                   -- run (run, import, fuzz), whose last one is the
                                                   -- queries' default run
+  engine_versions TEXT CHECK (length(engine_versions) > 0), -- what each external engine said
+                                                  -- it runs, 'ext.fbgemm: order fbgemm_cpu,
+                                                  -- fbgemm_gpu 1.8.0, torch 2.13.0; ...'; NULL:
+                                                  -- no external engine ran
   CHECK (complete = 0 OR ended IS NOT NULL)
 );
 

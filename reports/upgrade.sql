@@ -50,5 +50,7 @@ CREATE TABLE races (
 UPDATE meta SET schema_version = 5;
 
 -- 5 -> 6: results.engine takes external engines ('ext.NAME', harness/check/engine_ext.h);
--- harness/store/db.c widens that CHECK before these steps run, this step records it.
+-- harness/store/db.c widens that CHECK before these steps run. runs.engine_versions: what they
+-- said they run (earlier runs ran none).
+ALTER TABLE runs ADD COLUMN engine_versions TEXT CHECK (length(engine_versions) > 0);
 UPDATE meta SET schema_version = 6;

@@ -267,6 +267,19 @@ const char *eng_unavailable(const eng_ctx *x, eng_id e)
 
 const char *eng_gpu_description(const eng_ctx *x) { return x->gpu_desc; }
 
+void eng_describe_external(const eng_ctx *x, char *buf, size_t n)
+{
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int e = ENG_EXT; e < ENG_COUNT && used < n; e++)
+    if ((x->opt.engines & (1u << e)) && !x->unavailable[e][0]) {
+      int k = snprintf(buf + used, n - used, "%s%s: order %s%s%s", used ? "; " : "",
+                       eng_name((eng_id)e), ref_order_name((ref_order)x->order[e]),
+                       x->version[e][0] ? ", " : "", x->version[e]);
+      used = k < 0 ? n : used + (size_t)k;
+    }
+}
+
 /* ---- checks ---- */
 
 /* Writes where element i of output o lies. */

@@ -97,6 +97,10 @@ const char *eng_unavailable(const eng_ctx *x, eng_id e);
 /* gpu_probe's description of the GPU ("" without one). */
 const char *eng_gpu_description(const eng_ctx *x);
 
+/* What each external engine that runs here said it is, into buf: "ext.fbgemm: order
+ * fbgemm_cpu, fbgemm_gpu 1.8.0, torch 2.13.0; ..." ("" when none runs). */
+void eng_describe_external(const eng_ctx *x, char *buf, size_t n);
+
 /* One violation of a check, at its coordinates. */
 typedef struct {
   cmp_violation v;

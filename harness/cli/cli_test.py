@@ -571,7 +571,8 @@ def test_injected():
         for view in ("result_history", "last_run", "run_code"):
             c.execute(f"DROP VIEW {view}")
         c.execute("DROP TABLE races")
-        for table, column in (("runs", "bench"), ("runs", "campaign"), ("runs", "injected"),
+        for table, column in (("runs", "engine_versions"), ("runs", "bench"),
+                              ("runs", "campaign"), ("runs", "injected"),
                               ("perf", "shape"), ("perf", "config"), ("perf", "ceiling_gbps")):
             c.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         c.execute("UPDATE meta SET schema_version = 1")
@@ -764,6 +765,9 @@ def test_ext():
     check(("T=2 B=8 D=8 invalid=0.3 bounds=fatal seed=1", "offender", "ref") in got,
           f"no offender compared: {sorted(got)}")
     check("ext.good:ref" in out, f"the summary has no ext.good pair:\n{out}")
+    versions = scalar("g.db", "SELECT engine_versions FROM runs")
+    check(versions == "ext.good: order normative, the NumPy oracle as an external engine, good",
+          f"runs.engine_versions: {versions}")
     # a defect, found by the normative comparison
     _, err = expect(1, "run", "--db", "p.db", "--engines", "ref,ext.pruned", *cases, env=env)
     bad = [(c, o) for (c, o, _), (st, _) in statuses("p.db", "ext.pruned").items() if st == "fail"]
@@ -837,6 +841,7 @@ def test_upgrade_v4():
     shutil.copy("tbecheck.db", "v4.db")
     with sqlite3.connect("v4.db") as c:
         c.execute("DROP TABLE races")
+        c.execute("ALTER TABLE runs DROP COLUMN engine_versions")
         c.execute("UPDATE meta SET schema_version = 4")
     with sqlite3.connect("v4.db") as c:  # version 4's results.engine took no 'ext.NAME'
         c.execute("PRAGMA writable_schema = ON")
@@ -853,6 +858,9 @@ def test_upgrade_v4():
     check(scalar("v4.db", "SELECT count(*) FROM races") == 0, "races not created empty")
     check(query("v4.db", "SELECT * FROM results ORDER BY id")[:len(before)] == before,
           "the upgrade changed stored results")
+    check([r[1] for r in query("v4.db", "PRAGMA table_info(runs)")] ==
+          [r[1] for r in query("tbecheck.db", "PRAGMA table_info(runs)")],
+          "the upgraded runs table's columns differ from a new one's")
     cols = [r[1] for r in query("v4.db", "PRAGMA table_info(races)")]
     check(cols == [r[1] for r in query("tbecheck.db", "PRAGMA table_info(races)")],
           f"the upgraded races table differs from a new one: {cols}")

@@ -403,7 +403,7 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
 /* The run row of a campaign, kept until it is stored (held: once the fault lands). */
 typedef struct {
   runinfo ri;
-  char engines[64], args[1024];
+  char engines[256], args[1024], versions[1024];
   db_run_info info;
 } run_row;
 
@@ -583,6 +583,7 @@ static int open_run(const fuzz_options *o, int argc, char **argv, stored *t, run
   runinfo_collect(&row->ri);
   const runinfo *ri = &row->ri;
   eng_format_list(o->eng.engines, row->engines, sizeof row->engines);
+  eng_describe_external(*x, row->versions, sizeof row->versions);
   snprintf(row->args, sizeof row->args, "tbecheck");
   for (int i = 0; i < argc; i++)
     snprintf(row->args + strlen(row->args), sizeof row->args - strlen(row->args), " %s", argv[i]);
@@ -592,7 +593,8 @@ static int open_run(const fuzz_options *o, int argc, char **argv, stored *t, run
     .driver = ri->driver[0] ? ri->driver : NULL,
     .gpu = eng_gpu_description(*x)[0] ? eng_gpu_description(*x) : NULL,
     .tool_version = "fuzz", .argv = row->args, .engines = row->engines, .repeats = 1,
-    .injected = o->eng.fault_output[0] != '\0'};
+    .injected = o->eng.fault_output[0] != '\0',
+    .engine_versions = row->versions[0] ? row->versions : NULL};
   t->row = row;
   t->hold = o->eng.fault_output[0] != '\0';
   return t->hold || store_release(t) == 0 ? -1 : 3;

@@ -92,7 +92,8 @@ static int session_begin_run(session *s)
   const cli_options *o = s->o;
   runinfo ri;
   runinfo_collect(&ri);
-  char engines[64], shard[48];
+  char engines[256], shard[48], versions[1024];
+  eng_describe_external(s->x, versions, sizeof versions);
   eng_format_list(o->eng.engines, engines, sizeof engines);
   snprintf(shard, sizeof shard, "%lld/%lld", o->shard_i, o->shard_n);
   char campaign[17];
@@ -115,6 +116,7 @@ static int session_begin_run(session *s)
     .repeats = o->repeat,
     .injected = o->eng.fault_output[0] != '\0',
     .campaign = o->campaign ? o->campaign : o->campaign_cases ? campaign : NULL,
+    .engine_versions = versions[0] ? versions : NULL,
   };
   tbe_status st = db_run_begin(s->d, &info, &s->run);
   return st.code == TBE_OK ? -1 : fail_with(st);

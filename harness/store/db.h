@@ -40,6 +40,7 @@ typedef struct {
                  * every run of a build with a planted fault) */
   const char *campaign; /* runs.campaign: shared by the shards of one campaign, or NULL */
   const char *bench;    /* runs.bench: the benchmark program recording figures, or NULL */
+  const char *engine_versions; /* runs.engine_versions (eng_describe_external), or NULL */
 } db_run_info;
 
 /* Inserts the run (incomplete, started now) and sets *run to its id. */

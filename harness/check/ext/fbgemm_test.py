@@ -74,10 +74,14 @@ def main():
         print(f"FAIL: tbecheck run exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr}")
         return 1
     con = sqlite3.connect(db)
+    versions = con.execute("SELECT engine_versions FROM runs").fetchone()[0] or ""
+    print(f"runs.engine_versions: {versions}")
     rows = con.execute("SELECT c.canonical, r.output, r.baseline, r.status, r.reason FROM results "
                        "r JOIN cases c ON c.id = r.case_id WHERE r.engine = 'ext.fbgemm'").fetchall()
     con.close()
     problems, seen, counts = [], {name: 0 for name, _ in FINDINGS}, {}
+    if "ext.fbgemm: order fbgemm_cpu, fbgemm_gpu " not in versions:
+        problems.append(f"the run does not record which FBGEMM ran: {versions!r}")
     for canon, output, baseline, status, why in rows:
         why = why or ""
         counts[(baseline, status)] = counts.get((baseline, status), 0) + 1
