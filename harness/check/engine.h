@@ -49,6 +49,9 @@ const char *eng_status_name(eng_status s);
  * malformed external name (ext.NAME, NAME of 1 to 24 of [a-z0-9_]) or one too many. */
 tbe_status eng_parse_list(const char *list, unsigned *mask);
 
+/* The engines a command runs when not told (run, replay, import, fuzz). */
+#define ENG_DEFAULT_LIST "ref,gpu,oracle"
+
 /* Formats a mask as "ref,gpu,oracle" (in eng_id order) into buf. */
 void eng_format_list(unsigned mask, char *buf, size_t n);
 

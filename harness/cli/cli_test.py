@@ -13,6 +13,7 @@ import html.parser
 import os
 import pty
 import random
+import re
 import resource
 import shlex
 import shutil
@@ -773,6 +774,12 @@ def test_ext():
     bad = [(c, o) for (c, o, _), (st, _) in statuses("p.db", "ext.pruned").items() if st == "fail"]
     check(bad and all("pruned" in c and o in ("indices", "output") for c, o in bad) and
           any(o == "output" for _, o in bad), f"pruned rows: {bad}")
+    # a campaign finds it too, and its reproducer names the engines, so that replay fails alike
+    out, _ = expect(1, "fuzz", "--seconds", "4", "--seed", "3", "--engines", "ref,ext.pruned",
+                    "--db", "fz.db", env=env)
+    repro = re.search(r"reproduce: tbecheck replay '([^']+)' --engines ref,ext\.pruned\n", out)
+    check(repro, f"no reproducer naming the engines:\n{out[-2000:]}")
+    expect(1, "replay", repro.group(1), "--engines", "ref,ext.pruned", env=env)
     # declined: unsupported with the reason; omitted: a failure; a wrong dtype: an error
     expect(0, "run", "--db", "d.db", "--engines", "ref,ext.decline", cases[0], env=env)
     st, why = statuses("d.db", "ext.decline")[("T=2 B=8 D=8 seed=1", "warnings", "ref")]

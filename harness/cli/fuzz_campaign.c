@@ -364,7 +364,7 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
     {"max-cases", required_argument, 0, 'n'}, {"inject-fault", required_argument, 0, 'f'},
     {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   *o = (fuzz_options){60, 1, -1, "tbecheck.db", {.max_violations = 10}};
-  const char *engines = "ref,gpu,oracle";
+  const char *engines = ENG_DEFAULT_LIST;
   optind = 1;
   opterr = 0;
   int ch, which = -1;
@@ -510,10 +510,11 @@ static const eng_check *first_failure(const eng_case_result *r)
 }
 
 /* Shrinks a failing case within the budget, stores the smallest failing one found and prints
- * both, with its reproducer (fault_arg: "" or the campaign's " --inject-fault E:O@I", without
- * which an injected failure would not reproduce). Returns 0 or an exit code. */
+ * both, with its reproducer (again: the options replay needs to fail the same way, the
+ * campaign's " --engines LIST" where it is not replay's default and " --inject-fault E:O@I").
+ * Returns 0 or an exit code. */
 static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
-                          const eng_case_result *r, int64_t id, const char *fault_arg)
+                          const eng_case_result *r, int64_t id, const char *again)
 {
   const eng_check *sig = first_failure(r);
   char idtext[24];
@@ -546,7 +547,7 @@ static int shrink_failure(eng_ctx *x, budget *bu, stored *t, const char *canon,
   } else {
     printf("      already minimal (%d tries)\n", st.tries);
   }
-  printf("      reproduce: tbecheck replay '%s'%s\n", small, fault_arg);
+  printf("      reproduce: tbecheck replay '%s'%s\n", small, again);
   fflush(stdout);
   free(small);
   return rc;
@@ -631,6 +632,11 @@ int fuzz_command(int argc, char **argv)
   if (o.eng.fault_output[0])
     snprintf(fault_arg, sizeof fault_arg, " --inject-fault %s:%s@%lld",
              eng_name(o.eng.fault_engine), o.eng.fault_output, (long long)o.eng.fault_index);
+  char engines[256], again[480];
+  eng_format_list(o.eng.engines, engines, sizeof engines);
+  const int named = strcmp(engines, ENG_DEFAULT_LIST) != 0;
+  snprintf(again, sizeof again, "%s%s%s", named ? " --engines " : "", named ? engines : "",
+           fault_arg);
   int64_t most = -1; /* the longest the fault's output was in a case (-1: never produced) */
   for (uint64_t i = 0;
        rc < 0 && eng_now_ms() < bu.end_ms && (o.max_cases < 0 || done < o.max_cases); i++) {
@@ -661,7 +667,7 @@ int fuzz_command(int argc, char **argv)
         failed++;
         if (live)
           printf("\r\033[K");
-        int k = shrink_failure(x, &bu, &t, dr.canon, &r, id, fault_arg);
+        int k = shrink_failure(x, &bu, &t, dr.canon, &r, id, again);
         rc = k ? k : -1;
       }
     }

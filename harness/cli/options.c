@@ -258,7 +258,7 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
   o->run = -1;
   o->eng.max_violations = DEFAULT_MAX_VIOLATIONS;
   o->imp = (import_options){TBE_POOL_SUM, TBE_FP32, TBE_BOUNDS_WARNING};
-  const char *engines = DEFAULT_ENGINES;
+  const char *engines = ENG_DEFAULT_LIST;
   static const char *const pools[] = {"sum", "mean", "none"};
   static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
   static const char *const modes[] = {"fatal", "warning", "ignore", "none"};

@@ -21,7 +21,6 @@
 enum { EXIT_PASS = 0, EXIT_FAILURES = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
 #define DEFAULT_DB "tbecheck.db"
-#define DEFAULT_ENGINES "ref,gpu,oracle"
 #define DEFAULT_MAX_VIOLATIONS 10
 
 /* The command running ("run", "report", ...), which error messages name. */
