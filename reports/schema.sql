@@ -62,6 +62,9 @@ CREATE TABLE runs (
                                                   -- it runs, 'ext.fbgemm: order fbgemm_cpu,
                                                   -- fbgemm_gpu 1.8.0, torch 2.13.0; ...'; NULL:
                                                   -- no external engine ran
+  gpu_uuid     TEXT CHECK (length(gpu_uuid) > 0), -- the UUID of the GPU the run had ('GPU-...',
+                                                  -- run --gpus: a result traced to a device);
+                                                  -- NULL: not known
   CHECK (complete = 0 OR ended IS NOT NULL)
 );
 

@@ -53,4 +53,6 @@ UPDATE meta SET schema_version = 5;
 -- harness/store/db.c widens that CHECK before these steps run. runs.engine_versions: what they
 -- said they run (earlier runs ran none).
 ALTER TABLE runs ADD COLUMN engine_versions TEXT CHECK (length(engine_versions) > 0);
+-- runs.gpu_uuid: the GPU of a run --gpus worker (earlier runs did not record it).
+ALTER TABLE runs ADD COLUMN gpu_uuid TEXT CHECK (length(gpu_uuid) > 0);
 UPDATE meta SET schema_version = 6;

@@ -572,7 +572,7 @@ def test_injected():
         for view in ("result_history", "last_run", "run_code"):
             c.execute(f"DROP VIEW {view}")
         c.execute("DROP TABLE races")
-        for table, column in (("runs", "engine_versions"), ("runs", "bench"),
+        for table, column in (("runs", "gpu_uuid"), ("runs", "engine_versions"), ("runs", "bench"),
                               ("runs", "campaign"), ("runs", "injected"),
                               ("perf", "shape"), ("perf", "config"), ("perf", "ceiling_gbps")):
             c.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
@@ -841,6 +841,83 @@ def test_ext():
         check("engine" in err, f"--engines {bad}: {err}")
 
 
+def stand_in_gpus(count):
+    """A PATH whose nvidia-smi lists `count` stand-in GPUs (indices 0.., UUIDs GPU-...-k)."""
+    os.makedirs("bin", exist_ok=True)
+    with open("bin/nvidia-smi", "w") as f:
+        f.write("#!/bin/sh\n" + "".join(f"echo '{k}, GPU-0000{k}-stand-in-{k}, Stand-in GPU'\n"
+                                        for k in range(count)))
+    os.chmod("bin/nvidia-smi", 0o755)
+    return dict(ENV, PATH=os.path.abspath("bin") + ":" + ENV.get("PATH", ""))
+
+
+def digests(db):
+    """{(canonical, repeat, engine, baseline, output): (status, digest)} of a database."""
+    return {tuple(r[:5]): tuple(r[5:]) for r in query(
+        db, "SELECT c.canonical, r.repeat, r.engine, r.baseline, r.output, r.status, r.digest "
+            "FROM results r JOIN cases c ON c.id = r.case_id")}
+
+
+def test_gpus():
+    """run --gpus / --gpu-ids: a worker per GPU (nvidia-smi's list; stand-ins here), each on its
+    shard; one database with the results of one unsharded run, one campaign, each run with its
+    GPU's UUID; bad GPU names refused before anything runs; a killed worker loses only its
+    current case."""
+    env = stand_in_gpus(2)
+    expect(0, "run", "--db", "one.db", "--engines", "ref", smoke(), env=env)
+    out, _ = expect(0, "run", "--gpus", "all", "--db", "two.db", "--engines", "ref", smoke(),
+                    env=env)
+    check("gpu 0 (GPU-00000-stand-in-0, Stand-in GPU)" in out and "campaign on 2 GPUs" in out,
+          f"no per-GPU summary:\n{out[-1500:]}")
+    runs = query("two.db", "SELECT shard, gpu_uuid, complete FROM runs ORDER BY shard")
+    check(runs == [("1/2", "GPU-00000-stand-in-0", 1), ("2/2", "GPU-00001-stand-in-1", 1)],
+          f"runs: {runs}")
+    check(scalar("two.db", "SELECT count(DISTINCT campaign) FROM runs") == 1, "two campaigns")
+    check(digests("two.db") == digests("one.db"), "the two GPUs' results differ from one run's")
+    check(not [n for n in os.listdir(".") if ".gpus-" in n], f"left: {os.listdir('.')}")
+    # a case list on standard input reaches every worker
+    r = subprocess.run([TB, "run", "--gpu-ids", "1,0", "--db", "in.db", "--engines", "ref", "-"],
+                       input="B=4\nB=5 L=2\nB=6\n", capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and scalar("in.db", "SELECT count(*) FROM cases") == 3,
+          f"stdin: exit {r.returncode}: {r.stderr}")
+    check(query("in.db", "SELECT shard, gpu_uuid FROM runs ORDER BY shard") ==
+          [("1/2", "GPU-00001-stand-in-1"), ("2/2", "GPU-00000-stand-in-0")], "--gpu-ids order")
+    for args, want in ((["--gpus", "3"], "this host has 2 GPUs"),
+                       (["--gpu-ids", "0,0"], "named twice"),
+                       (["--gpu-ids", "5"], "5 is not a GPU of this host"),
+                       (["--gpus", "1", "--gpu-ids", "0"], "give one of them"),
+                       (["--gpus", "all", "--shard", "1/2"], "without them"),
+                       (["--gpus", "x"], "bad value 'x' for --gpus")):
+        _, err = expect(2, "run", "--db", "bad.db", "--engines", "ref", "B=4", *args, env=env)
+        check(want in err, f"{args}: {err}")
+        check(not os.path.exists("bad.db"), f"{args} left bad.db")
+    _, err = expect(2, "run", "--gpus", "all", "--db", "bad.db", "--engines", "ref", "B=4",
+                    env=dict(ENV, PATH="/nonexistent"))
+    check("no GPU here" in err and not os.path.exists("bad.db"), err)
+    # kill -9 one worker mid-run: the other finishes, the killed one's cases so far are kept
+    with open("many.cases", "w") as f:
+        f.write("".join(f"T=4 B=1024 L=20 D=128 seed={k}\n" for k in range(300)))
+    p = subprocess.Popen([TB, "run", "--gpus", "2", "--db", "k.db", "--engines", "ref",
+                          "many.cases"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    kids = []
+    while time.time() < deadline and len(kids) < 2:
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+        time.sleep(0.05)
+    check(len(kids) == 2, f"workers: {kids}")
+    time.sleep(1.5)
+    os.kill(kids[1], signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    check(p.returncode == 3 and "was killed by signal 9" in err + out, f"exit {p.returncode}:"
+          f" {err}\n{out[-800:]}")
+    got = query("k.db", "SELECT shard, complete, (SELECT count(DISTINCT case_id) FROM results "
+                        "WHERE run = runs.id) FROM runs ORDER BY shard")
+    check(len(got) == 2 and got[0][1:] == (1, 150) and got[1][1] == 0 and 0 < got[1][2] < 150,
+          f"after the kill: {got}")
+
+
 def test_upgrade_v4():
     """A database of schema 4 (before races) is refused by readers, upgraded by the next writer
     (races created, empty), and merges and reports afterwards."""
@@ -849,6 +926,7 @@ def test_upgrade_v4():
     with sqlite3.connect("v4.db") as c:
         c.execute("DROP TABLE races")
         c.execute("ALTER TABLE runs DROP COLUMN engine_versions")
+        c.execute("ALTER TABLE runs DROP COLUMN gpu_uuid")
         c.execute("UPDATE meta SET schema_version = 4")
     with sqlite3.connect("v4.db") as c:  # version 4's results.engine took no 'ext.NAME'
         c.execute("PRAGMA writable_schema = ON")

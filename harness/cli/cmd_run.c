@@ -8,13 +8,15 @@
 #include <string.h>
 
 #include "cmd_run.h"
-#include "session.h"
 #include "gen.h"
+#include "gpus.h"
+#include "session.h"
 
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE|- ...] [--db PATH] [--engines LIST] [--repeat N]\n"
     "                    [--shard I/N|auto] [--campaign ID] [--max-violations N]\n"
     "                    [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
+    "                    [--gpus all|N | --gpu-ids I,J,...]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
     "engine pair and path, and a warning for each engine that could not run here. All cases\n"
@@ -36,6 +38,12 @@ static const char run_usage[] =
     "                         a fault that lands in no case is bad usage (exit 2)\n"
     "  --max-memory SIZE      memory a case may need (bytes, or with K, M, G, T); default:\n"
     "                         what this machine has available (MemAvailable, cgroup limit)\n"
+    "  --gpus all|N           one worker per GPU (all, or the first N nvidia-smi lists),\n"
+    "                         pinned with CUDA_VISIBLE_DEVICES, each on its shard and its\n"
+    "                         share of the cores; their databases merged into --db at the end\n"
+    "                         (one campaign; runs.gpu_uuid says which GPU ran which case). A\n"
+    "                         worker that dies loses its current case: the others go on\n"
+    "  --gpu-ids I,J,...      the same on the GPUs of these nvidia-smi indices\n"
     "Exit 0 all passed, 1 failures, 2 bad input, 3 I/O error (the run stays incomplete).\n";
 
 static const char import_usage[] =
@@ -60,7 +68,7 @@ static const char replay_usage[] =
 int cmd_run(int argc, char **argv)
 {
   static const int allowed[] = {OPT_DB,   OPT_ENGINES, OPT_REPEAT, OPT_SHARD,   OPT_MAXV,
-                                OPT_FAULT, OPT_MAXMEM, OPT_CAMPAIGN, 0};
+                                OPT_FAULT, OPT_MAXMEM, OPT_CAMPAIGN, OPT_GPUS, OPT_GPU_IDS, 0};
   cli_options o;
   int rc = parse_options(argc, argv, run_usage, allowed, &o);
   if (rc >= 0)
@@ -84,6 +92,13 @@ int cmd_run(int argc, char **argv)
     for (int64_t i = 0; i < n; i++)
       h = eng_fnv1a(h, all[i].canon, strlen(all[i].canon) + 1);
     o.campaign_cases = h | 1; /* never 0: 0 means none */
+  }
+  if (o.gpus || o.gpu_ids) {
+    for (int64_t i = 0; rc < 0 && i < n; i++)
+      rc = check_memory(all[i].c, all[i].canon, &o);
+    rc = rc >= 0 ? rc : run_on_gpus(&o, all, n);
+    free_cases(all, n);
+    return rc;
   }
   int64_t mine = 0; /* this shard's cases, moved to the front */
   for (int64_t i = 0; i < n; i++) {

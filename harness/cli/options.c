@@ -234,6 +234,8 @@ static const struct option all_options[] = {
   {"html", required_argument, 0, OPT_HTML},
   {"path", required_argument, 0, OPT_PATH},
   {"result", required_argument, 0, OPT_RESULT},
+  {"gpus", required_argument, 0, OPT_GPUS},
+  {"gpu-ids", required_argument, 0, OPT_GPU_IDS},
   {"help", no_argument, 0, OPT_HELP},
   {0, 0, 0, 0},
 };
@@ -324,6 +326,14 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
     case OPT_HTML:
       o->html = optarg;
       bad = !*optarg;
+      break;
+    case OPT_GPUS: /* all, or N (gpus.c checks N against the host) */
+      o->gpus = optarg;
+      bad = strcmp(optarg, "all") && parse_int(optarg, 1, 4096, &v);
+      break;
+    case OPT_GPU_IDS:
+      o->gpu_ids = optarg;
+      bad = !*optarg || strspn(optarg, "0123456789,") != strlen(optarg);
       break;
     case OPT_PATH:
       bad = strcmp(optarg, "small") != 0;

@@ -42,12 +42,14 @@ typedef struct {
   const char *since;          /* report --since, or NULL */
   const char *html;           /* report --html, or NULL */
   int small_path;             /* random --path small */
+  const char *gpus;           /* run --gpus all|N, or NULL */
+  const char *gpu_ids;        /* run --gpu-ids 0,2,..., or NULL */
 } cli_options;
 
 enum {
   OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
   OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_CAMPAIGN, OPT_SINCE, OPT_HTML,
-  OPT_PATH, OPT_RESULT, OPT_HELP
+  OPT_PATH, OPT_RESULT, OPT_GPUS, OPT_GPU_IDS, OPT_HELP
 };
 
 /* Parses the options of a command that accepts those in `allowed` (a 0-terminated list of

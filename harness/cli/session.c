@@ -117,6 +117,10 @@ static int session_begin_run(session *s)
     .injected = o->eng.fault_output[0] != '\0',
     .campaign = o->campaign ? o->campaign : o->campaign_cases ? campaign : NULL,
     .engine_versions = versions[0] ? versions : NULL,
+    /* set by run --gpus for its workers (gpus.c): the device behind CUDA_VISIBLE_DEVICES */
+    .gpu_uuid = getenv("TBECHECK_GPU_UUID") && *getenv("TBECHECK_GPU_UUID")
+                    ? getenv("TBECHECK_GPU_UUID")
+                    : NULL,
   };
   tbe_status st = db_run_begin(s->d, &info, &s->run);
   return st.code == TBE_OK ? -1 : fail_with(st);

@@ -532,8 +532,9 @@ tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
   tbe_status s = db_prepare(d,
                             "INSERT INTO runs (uid, git_commit, dirty, host, cpu, gpu, driver, "
                             "cuda, tool_version, argv, engines, shard, repeats, injected, "
-                            "campaign, bench, engine_versions, started) VALUES (?1, ?2, ?3, ?4, "
-                            "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                            "campaign, bench, engine_versions, gpu_uuid, started) VALUES (?1, "
+                            "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                            "?17, ?18, "
                             "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
                             &st);
   if (s.code != TBE_OK)
@@ -551,6 +552,7 @@ tbe_status db_run_begin(db *d, const db_run_info *in, int64_t *run)
   db_bind_text(st, 15, in->campaign);
   db_bind_text(st, 16, in->bench);
   db_bind_text(st, 17, in->engine_versions);
+  db_bind_text(st, 18, in->gpu_uuid);
   int rc = db_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_OK)

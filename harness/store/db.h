@@ -41,6 +41,7 @@ typedef struct {
   const char *campaign; /* runs.campaign: shared by the shards of one campaign, or NULL */
   const char *bench;    /* runs.bench: the benchmark program recording figures, or NULL */
   const char *engine_versions; /* runs.engine_versions (eng_describe_external), or NULL */
+  const char *gpu_uuid;        /* runs.gpu_uuid, or NULL */
 } db_run_info;
 
 /* Inserts the run (incomplete, started now) and sets *run to its id. */

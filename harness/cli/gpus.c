@@ -1,0 +1,396 @@
+/* gpus.c: run --gpus / --gpu-ids (gpus.h): the GPUs listed by nvidia-smi, one worker process a
+ * GPU (CUDA_VISIBLE_DEVICES, its share of the cores, shard k of N, the same case list), one
+ * progress line from the workers' per-case lines, and their databases merged into --db. The
+ * workers' shards share a campaign id (run --shard derives it from the same list), and each run
+ * records its GPU's UUID (TBECHECK_GPU_UUID, runs.gpu_uuid).
+ */
+#include "gpus.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "progress.h"
+
+#define GPUS_MAX 64
+
+extern char **environ;
+
+typedef struct {
+  int index;
+  char uuid[80], name[96];
+} gpu_dev;
+
+/* One worker: its GPU, process, output pipe, the part of a line not yet ended, its counts. */
+typedef struct {
+  gpu_dev gpu;
+  pid_t pid;
+  int fd; /* -1 once its output ended */
+  char line[2048];
+  size_t len;
+  int in_failure; /* the lines that follow a FAIL line belong to it */
+  int64_t done, failed;
+  int status;
+  char db[1200];
+} worker_proc;
+
+/* The GPUs nvidia-smi lists into g (at most max); their count, or -1 with why. */
+static int gpus_list(gpu_dev *g, int max, char *why, size_t n)
+{
+  FILE *f = popen("nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader 2>&1", "r");
+  if (!f) {
+    snprintf(why, n, "cannot run nvidia-smi: %s", strerror(errno));
+    return -1;
+  }
+  char line[512], first[200] = "";
+  int count = 0, bad = 0;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!first[0])
+      snprintf(first, sizeof first, "%.190s", line);
+    gpu_dev d = {0};
+    int used = 0;
+    if (sscanf(line, "%d, %79[^,], %n", &d.index, d.uuid, &used) != 2 || used == 0) {
+      bad = 1;
+      continue;
+    }
+    snprintf(d.name, sizeof d.name, "%s", line + used);
+    if (count < max)
+      g[count++] = d;
+  }
+  int st = pclose(f);
+  if (st != 0 || bad) {
+    snprintf(why, n, "no GPU here: nvidia-smi %s%s%s",
+             WIFEXITED(st) && WEXITSTATUS(st) == 127 ? "is not on PATH" : "failed",
+             first[0] ? ": " : "", WIFEXITED(st) && WEXITSTATUS(st) == 127 ? "" : first);
+    return -1;
+  }
+  return count;
+}
+
+/* The GPUs o names, from the count listed: their number, or -1 (the error said). */
+static int gpus_pick(const cli_options *o, const gpu_dev *all, int count, gpu_dev *sel)
+{
+  if (o->gpus && o->gpu_ids) {
+    say_error("--gpus and --gpu-ids name the GPUs twice: give one of them");
+    return -1;
+  }
+  if (o->gpus) {
+    int n = strcmp(o->gpus, "all") ? atoi(o->gpus) : count;
+    if (n > count || n == 0) {
+      say_error("--gpus %s: this host has %d GPU%s (nvidia-smi)", o->gpus, count,
+                count == 1 ? "" : "s");
+      return -1;
+    }
+    memcpy(sel, all, sizeof *sel * (size_t)n);
+    return n;
+  }
+  int n = 0;
+  for (const char *p = o->gpu_ids; *p; p += *p == ',') {
+    char *end;
+    long id = strtol(p, &end, 10);
+    int k = 0;
+    while (k < count && all[k].index != id)
+      k++;
+    if (end == p || k == count || n == GPUS_MAX) {
+      say_error("--gpu-ids %s: %.*s is not a GPU of this host (nvidia-smi lists %d)",
+                o->gpu_ids, end == p ? 1 : (int)(end - p), p, count);
+      return -1;
+    }
+    for (int i = 0; i < n; i++)
+      if (sel[i].index == id) {
+        say_error("--gpu-ids %s: GPU %ld is named twice", o->gpu_ids, id);
+        return -1;
+      }
+    sel[n++] = all[k];
+    p = end;
+  }
+  return n;
+}
+
+/* environ with CUDA_VISIBLE_DEVICES, TBECHECK_GPU_UUID and (unless set) OMP_NUM_THREADS set for
+ * worker w; the strings live in store. */
+static char **worker_env(const worker_proc *w, int threads, char store[3][128])
+{
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = calloc(n + 4, sizeof *env);
+  if (!env)
+    return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) &&
+        strncmp(environ[i], "TBECHECK_GPU_UUID=", 18))
+      env[k++] = environ[i];
+  snprintf(store[0], 128, "CUDA_VISIBLE_DEVICES=%d", w->gpu.index);
+  snprintf(store[1], 128, "TBECHECK_GPU_UUID=%s", w->gpu.uuid);
+  snprintf(store[2], 128, "OMP_NUM_THREADS=%d", threads);
+  env[k++] = store[0];
+  env[k++] = store[1];
+  if (!getenv("OMP_NUM_THREADS")) /* the host's cores shared among the workers */
+    env[k++] = store[2];
+  env[k] = NULL;
+  return env;
+}
+
+/* Starts worker k of n on the case file: `tbecheck run CASES --db W --shard k+1/n ...`. */
+static int worker_spawn(worker_proc *w, int k, int n, const cli_options *o, const char *cases,
+                        int threads)
+{
+  char exe[1100], shard[32], repeat[16], maxv[16], maxmem[32], engines[256];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) {
+    say_error("cannot find this tbecheck's executable: %s", strerror(errno));
+    return -1;
+  }
+  exe[len] = '\0';
+  snprintf(shard, sizeof shard, "%d/%d", k + 1, n);
+  snprintf(repeat, sizeof repeat, "%d", o->repeat);
+  snprintf(maxv, sizeof maxv, "%d", o->eng.max_violations);
+  snprintf(maxmem, sizeof maxmem, "%lld", o->max_memory);
+  eng_format_list(o->eng.engines, engines, sizeof engines);
+  char *argv[20] = {exe, "run", (char *)cases, "--db", w->db, "--shard", shard, "--repeat",
+                    repeat, "--max-violations", maxv, "--engines", engines};
+  int a = 13;
+  if (o->max_memory) {
+    argv[a++] = "--max-memory";
+    argv[a++] = maxmem;
+  }
+  if (o->campaign) {
+    argv[a++] = "--campaign";
+    argv[a++] = (char *)o->campaign;
+  }
+  argv[a] = NULL;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    say_error("pipe: %s", strerror(errno));
+    return -1;
+  }
+  char store[3][128];
+  char **env = worker_env(w, threads, store);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  int err = env ? posix_spawn(&w->pid, exe, &fa, NULL, argv, env) : ENOMEM;
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(fds[1]);
+  if (err) {
+    close(fds[0]);
+    say_error("cannot start the worker for GPU %d: %s", w->gpu.index, strerror(err));
+    return -1;
+  }
+  w->fd = fds[0];
+  return 0;
+}
+
+/* One line of worker w: counted when it reports a case, shown when it reports a failure (the
+ * FAIL line and the reasons under it) or a warning. */
+static void worker_line(worker_proc *w, const char *line, int live, progress *p)
+{
+  int pass = !strncmp(line, "pass  case ", 11), fail = !strncmp(line, "FAIL  case ", 11);
+  if (pass || fail) {
+    w->done++;
+    w->failed += fail;
+    progress_step(p, fail);
+  }
+  w->in_failure = fail || (w->in_failure && !strncmp(line, "      ", 6));
+  if (w->in_failure || !strncmp(line, "warning: ", 9) || (!live && pass)) {
+    if (live)
+      printf("\r\033[K");
+    printf("gpu %d: %s\n", w->gpu.index, line);
+  }
+}
+
+/* Reads what the workers write until every one has closed its output, then reaps them. */
+static void workers_follow(worker_proc *w, int n, int64_t total)
+{
+  int live = isatty(STDOUT_FILENO);
+  progress p;
+  progress_start(&p, total, eng_now_ms());
+  for (int open = n; open > 0;) {
+    struct pollfd pf[GPUS_MAX];
+    int map[GPUS_MAX], m = 0;
+    for (int k = 0; k < n; k++)
+      if (w[k].fd >= 0) {
+        pf[m] = (struct pollfd){w[k].fd, POLLIN, 0};
+        map[m++] = k;
+      }
+    if (poll(pf, (nfds_t)m, 1000) < 0 && errno != EINTR)
+      break;
+    for (int i = 0; i < m; i++) {
+      worker_proc *x = &w[map[i]];
+      if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      ssize_t got = read(x->fd, x->line + x->len, sizeof x->line - 1 - x->len);
+      if (got <= 0) {
+        close(x->fd);
+        x->fd = -1;
+        open--;
+        continue;
+      }
+      x->len += (size_t)got;
+      char *nl;
+      while ((nl = memchr(x->line, '\n', x->len)) || x->len == sizeof x->line - 1) {
+        size_t used = nl ? (size_t)(nl - x->line) + 1 : x->len;
+        x->line[used - (nl != NULL)] = '\0';
+        worker_line(x, x->line, live, &p);
+        memmove(x->line, x->line + used, x->len - used);
+        x->len -= used;
+      }
+    }
+    if (live) {
+      char line[160];
+      progress_format(&p, eng_now_ms(), line, sizeof line);
+      printf("\r\033[K%s (%d GPUs)", line, n);
+    }
+    fflush(stdout);
+  }
+  if (live)
+    printf("\r\033[K");
+  for (int k = 0; k < n; k++)
+    while (waitpid(w[k].pid, &w[k].status, 0) < 0 && errno == EINTR)
+      ;
+}
+
+/* Writes the canonical cases into path, one a line: every worker reads the same list. */
+static int write_cases(const char *path, const parsed_case *all, int64_t n)
+{
+  FILE *f = fopen(path, "w");
+  for (int64_t i = 0; f && i < n; i++)
+    fprintf(f, "%s\n", all[i].canon);
+  if (!f || fclose(f) != 0) {
+    say_error("cannot write the case list %s: %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* How worker w ended, for a message; "" when it ended as a run does (0, 1). */
+static void worker_end(const worker_proc *w, char *buf, size_t n)
+{
+  buf[0] = '\0';
+  if (WIFSIGNALED(w->status))
+    snprintf(buf, n, "was killed by signal %d (%s)", WTERMSIG(w->status),
+             strsignal(WTERMSIG(w->status)));
+  else if (WIFEXITED(w->status) && WEXITSTATUS(w->status) > 1)
+    snprintf(buf, n, "exited with status %d", WEXITSTATUS(w->status));
+}
+
+/* Merges the workers' databases into o->db_path, then prints each GPU's share and the
+ * campaign's summary. Returns the exit code. */
+static int workers_merge(const cli_options *o, worker_proc *w, int n, const char *dir)
+{
+  db *d = NULL;
+  tbe_status st = db_open(o->db_path, DB_WRITE, &d);
+  if (st.code != TBE_OK) {
+    say_error("the workers' databases are kept in %s: %s", dir, st.message);
+    return st.code == TBE_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+  }
+  int rc = EXIT_PASS, kept = 0;
+  int64_t failed = 0;
+  printf("\n");
+  for (int k = 0; k < n; k++) {
+    char end[160];
+    worker_end(&w[k], end, sizeof end);
+    int added = 0, open_runs = 0;
+    struct stat sb;
+    st = stat(w[k].db, &sb) == 0 ? db_merge(d, w[k].db, &added, &open_runs) : tbe_ok();
+    printf("gpu %d (%s, %s): %lld cases, %lld failed%s%s\n", w[k].gpu.index, w[k].gpu.uuid,
+           w[k].gpu.name, (long long)w[k].done, (long long)w[k].failed, end[0] ? "; it " : "",
+           end);
+    failed += w[k].failed;
+    if (st.code != TBE_OK) {
+      say_error("cannot merge %s: %s (kept)", w[k].db, st.message);
+      kept = 1;
+      rc = EXIT_INTERNAL;
+    } else {
+      db_remove_files(w[k].db);
+    }
+    if (end[0] || open_runs) {
+      say_error("the worker on GPU %d %s: the cases it finished are kept, its run stays "
+                "incomplete", w[k].gpu.index, end[0] ? end : "did not finish its run");
+      rc = EXIT_INTERNAL;
+    }
+  }
+  db_table t;
+  db_param p = {":campaign", NULL, 1}; /* :run unbound: the last run, one of the campaign's */
+  st = db_query(d, "summary", &p, 1, &t);
+  if (st.code == TBE_OK) {
+    printf("\ncampaign on %d GPU%s: %lld failed; results in %s\n\n", n, n == 1 ? "" : "s",
+           (long long)failed, o->db_path);
+    print_table(&t, 0);
+    db_table_free(&t);
+  } else {
+    say_error("cannot summarize the campaign: %s", st.message);
+  }
+  db_close(d);
+  if (!kept)
+    rmdir(dir);
+  return rc != EXIT_PASS ? rc : failed ? EXIT_FAILURES : EXIT_PASS;
+}
+
+int run_on_gpus(const cli_options *o, const parsed_case *all, int64_t n)
+{
+  if (o->shard_n || o->eng.fault_output[0]) {
+    say_error("--gpus and --gpu-ids shard the run themselves and hold no fault: run %s without "
+              "them", o->shard_n ? "--shard" : "--inject-fault");
+    return EXIT_USAGE;
+  }
+  gpu_dev listed[GPUS_MAX], sel[GPUS_MAX];
+  char why[400];
+  int count = gpus_list(listed, GPUS_MAX, why, sizeof why);
+  if (count < 0) {
+    say_error("--%s: %s", o->gpus ? "gpus" : "gpu-ids", why);
+    return EXIT_USAGE;
+  }
+  int g = gpus_pick(o, listed, count, sel);
+  if (g < 0)
+    return EXIT_USAGE;
+  db *d = NULL; /* refused here, before any worker starts, if it cannot be written */
+  tbe_status st = db_open(o->db_path, DB_WRITE, &d);
+  db_close(d);
+  if (st.code != TBE_OK)
+    return fail_with(st);
+  char dir[1100];
+  if (snprintf(dir, sizeof dir, "%s.gpus-XXXXXX", o->db_path) >= (int)sizeof dir) {
+    say_error("the database path is too long: %s", o->db_path);
+    return EXIT_USAGE;
+  }
+  if (!mkdtemp(dir)) {
+    say_error("cannot create a directory beside %s for the workers: %s", o->db_path,
+              strerror(errno));
+    return EXIT_INTERNAL;
+  }
+  char cases[1200];
+  snprintf(cases, sizeof cases, "%.1100s/cases.txt", dir);
+  if (write_cases(cases, all, n))
+    return EXIT_INTERNAL;
+  worker_proc *w = calloc((size_t)g, sizeof *w);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cores > g ? (int)(cores / g) : 1;
+  int started = 0, rc = -1;
+  for (int k = 0; w && k < g && rc < 0; k++) {
+    w[k].gpu = sel[k];
+    snprintf(w[k].db, sizeof w[k].db, "%.1100s/gpu%d.db", dir, sel[k].index);
+    if (worker_spawn(&w[k], k, g, o, cases, threads))
+      rc = EXIT_INTERNAL;
+    else
+      started++;
+  }
+  if (!w)
+    rc = EXIT_INTERNAL;
+  workers_follow(w, started, n * o->repeat);
+  unlink(cases);
+  int merged = w ? workers_merge(o, w, started, dir) : EXIT_INTERNAL;
+  free(w);
+  return rc >= 0 ? rc : merged;
+}
