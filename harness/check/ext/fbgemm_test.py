@@ -36,9 +36,11 @@ def shared_apart(canon):
 
 # (name, does it explain a failed result (canonical case, output, baseline, reason)?)
 FINDINGS = [
-    ("a pruned row (-1) raises, or crashes the process with bounds=none",
+    ("a pruned row (-1) raises, or with bounds=none is read out of bounds",
      lambda c, o, bl, why: "pruned (-1)" in why or
-     ("killed by signal" in why and re.search(r"invalid_kind=(pruned|mix)", c))),
+     (re.search(r"invalid_kind=(pruned|mix)", c) and "bounds=none" in c)),
+    ("VBE with int32 indices corrupts FBGEMM's heap: the process aborts",
+     lambda c, o, bl, why: "killed the process" in why and "vbe=1" in c and "idx=int32" in c),
     ("L2 and DECOUPLE weight decay are dropped on the fp32 fast path",
      lambda c, o, bl, why: bl == "exact" and o in ("weights", "momentum") and
      re.search(r"\bwd=(l2|decouple)", c) and "wdtype=fp16" not in c and "out=fp16" not in c),
