@@ -7,8 +7,10 @@
 #include "forward_order.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "forward.h"
 #include "half.h"
 
@@ -68,6 +70,51 @@ static void fbgemm_fp32_bag(const tbe_batch *b, int32_t j, int64_t start, int64_
     else
       ((uint16_t *)out)[at + d] = ref_float_to_bf16(acc);
   }
+}
+
+int ref_order_counter_differs(ref_order o) { return o == REF_ORDER_FBGEMM_CPU; }
+
+int64_t ref_bounds_order_warnings(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                                  const void *indices, const void *offsets)
+{
+  const int64_t N = b->N, nb = l->total_B;
+  int64_t count = 0;
+  if (o != REF_ORDER_FBGEMM_CPU) { /* the normative counter: a repair on copies */
+    tbe_batch copy = *b;
+    size_t isz = tbe_itype_size(b->itype);
+    copy.indices = malloc(isz * (size_t)(N + 1));
+    copy.offsets = malloc(isz * (size_t)(nb + 1));
+    if (copy.indices && copy.offsets) {
+      memcpy(copy.indices, indices, isz * (size_t)N);
+      memcpy(copy.offsets, offsets, isz * (size_t)(nb + 1));
+      ref_bounds_check(&copy, l, TBE_BOUNDS_WARNING, &count);
+    }
+    free(copy.indices);
+    free(copy.offsets);
+    return copy.indices && copy.offsets ? count : -1;
+  }
+  /* FBGEMM's: the running state is the offsets array as repaired so far */
+  int64_t last = tbe_iget(offsets, b->itype, nb), prev_end = 0;
+  if (last != N) {
+    count++;
+    last = N;
+  }
+  for (int64_t i = 0; i < nb; i++) {
+    int64_t s = i ? prev_end : tbe_iget(offsets, b->itype, 0);
+    int64_t e = i + 1 == nb ? last : tbe_iget(offsets, b->itype, i + 1);
+    if (s < 0 || s > e || e > N) {
+      count++;
+      s = s < 0 ? 0 : s > N ? N : s;
+      e = e > N ? N : e < s ? s : e;
+    }
+    const int64_t rows = b->E[b->feature_table_map[l->bag_feature[i]]];
+    for (int64_t p = s; p < e; p++) {
+      int64_t idx = tbe_iget(indices, b->itype, p);
+      count += idx != -1 && (idx < 0 || idx >= rows);
+    }
+    prev_end = e;
+  }
+  return count;
 }
 
 /* Element k of the flat weight buffer, widened exactly. */

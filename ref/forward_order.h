@@ -46,6 +46,17 @@ int ref_order_forward_is_normative(ref_order o, const tbe_batch *b);
 tbe_status ref_forward_order_exact(ref_order o, const tbe_batch *b, const tbe_layout *l,
                                    double *exact, double *bound);
 
+/* 1 when order o's WARNING counter is not TBE_SEMANTICS 2's: FBGEMM's CPU fixes the last
+ * offset first, then judges each bag by its start as the previous bag's repair left it (its
+ * repaired indices and offsets are the normative ones). A semantic difference the spec leaves
+ * open: such a counter is held to ref_bounds_order_warnings only. */
+int ref_order_counter_differs(ref_order o);
+
+/* The WARNING counter order o reports for the pristine (not yet repaired) indices and offsets
+ * of b (b's own are not read): for FBGEMM's CPU its rule above, else TBE_SEMANTICS 2's. */
+int64_t ref_bounds_order_warnings(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                                  const void *indices, const void *offsets);
+
 /* b's forward in order o into out, as ref_forward's contract says (pooled SUM and MEAN; NONE,
  * which has no order, is ref_forward's). TBE_EINVAL where o has no such forward (Triton's
  * MEAN, a pruned row of the first table, which it reads from before the weights). */

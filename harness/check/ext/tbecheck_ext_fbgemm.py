@@ -207,22 +207,11 @@ def outputs_of(m):
     return names
 
 
-# TBE_SEMANTICS 2 counts a bad bag by its original offsets; FBGEMM reads each bag's start as
-# the previous bag's repair left it (and fixes the last offset first), so its counter differs
-# where bad bags follow one another: a semantic difference, declined with the reason.
-COUNTER = ("FBGEMM's WARNING counter judges each bag by the previous bag's repaired end, where "
-           "TBE_SEMANTICS 2 counts bad bags by their original offsets")
-
-
 def bounds_outputs(indices, offsets, tbe, m):
-    """The bounds check's results: our tensors, repaired in place, and its counter (declined in
-    WARNING mode, COUNTER)."""
-    got = {"indices": indices.numpy().copy(), "offsets": offsets.numpy().copy()}
-    if m["bounds"] == "warning":
-        got["declined"] = {"warnings": COUNTER}
-    else:
-        got["warnings"] = int(tbe.bounds_check_warning[0])
-    return got
+    """The bounds check's results: our tensors, repaired in place, and its counter (its own
+    rule in WARNING mode: tbecheck holds it to the fbgemm_cpu model, ref/forward_order.h)."""
+    return {"indices": indices.numpy().copy(), "offsets": offsets.numpy().copy(),
+            "warnings": int(tbe.bounds_check_warning[0])}
 
 
 def failed_forward(m, err, indices, offsets, tbe):
