@@ -283,8 +283,9 @@ def section_runs(runs):
            f'<b>{"complete" if complete else "INCOMPLETE"}</b>'
            f'{"" if complete else " (a shard is missing or did not finish)"}</p>']
     cols = [("run", "run"), ("shard", "shard"), ("git_commit", "commit"), ("dirty", "dirty"),
-            ("host", "host"), ("cpu", "CPU"), ("gpu", "GPU"), ("driver", "driver"),
-            ("cuda", "CUDA"), ("tool_version", "tbecheck"), ("engines", "engines"),
+            ("host", "host"), ("cpu", "CPU"), ("gpu", "GPU"), ("gpu_uuid", "GPU UUID"),
+            ("driver", "driver"), ("cuda", "CUDA"), ("tool_version", "tbecheck"),
+            ("engines", "engines"), ("engine_versions", "external engines"),
             ("started", "started"), ("ended", "ended"), ("complete", "complete"),
             ("injected", "injected"), ("cases", "cases"), ("results", "results"),
             ("argv", "arguments")]

@@ -769,6 +769,8 @@ def test_ext():
     versions = scalar("g.db", "SELECT engine_versions FROM runs")
     check(versions == "ext.good: order normative, the NumPy oracle as an external engine, good",
           f"runs.engine_versions: {versions}")
+    out, _ = expect(0, "report", "--db", "g.db", env=env)
+    check("the NumPy oracle as an external engine" in out, f"report:\n{out[:1500]}")
     # a defect, found by the normative comparison
     _, err = expect(1, "run", "--db", "p.db", "--engines", "ref,ext.pruned", *cases, env=env)
     bad = [(c, o) for (c, o, _), (st, _) in statuses("p.db", "ext.pruned").items() if st == "fail"]
@@ -874,6 +876,8 @@ def test_gpus():
           f"runs: {runs}")
     check(scalar("two.db", "SELECT count(DISTINCT campaign) FROM runs") == 1, "two campaigns")
     check(digests("two.db") == digests("one.db"), "the two GPUs' results differ from one run's")
+    out, _ = expect(0, "report", "--db", "two.db", env=env)
+    check("GPU-00001-stand-in-1" in out, f"report does not name the GPUs:\n{out[:1500]}")
     check(not [n for n in os.listdir(".") if ".gpus-" in n], f"left: {os.listdir('.')}")
     # a case list on standard input reaches every worker
     r = subprocess.run([TB, "run", "--gpu-ids", "1,0", "--db", "in.db", "--engines", "ref", "-"],

@@ -2,8 +2,9 @@
 -- merged), each with where and on what it ran and whether it finished; the run alone when it
 -- has no campaign. Not one run's record (run.sql) nor its results (summary.sql).
 -- Parameter :run (default: the last run). `tbecheck report` prints it.
-SELECT id AS run, campaign, shard, git_commit, dirty, host, cpu, gpu, driver, cuda,
-       tool_version, engines, repeats, started, ended, complete, injected, bench, argv,
+SELECT id AS run, campaign, shard, git_commit, dirty, host, cpu, gpu, gpu_uuid, driver, cuda,
+       tool_version, engines, engine_versions, repeats, started, ended, complete, injected,
+       bench, argv,
        (SELECT count(DISTINCT case_id) FROM results WHERE results.run = runs.id) AS cases,
        (SELECT count(*) FROM results WHERE results.run = runs.id) AS results
 FROM runs
