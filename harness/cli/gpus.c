@@ -231,6 +231,8 @@ static void workers_follow(worker_proc *w, int n, int64_t total)
       if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
       ssize_t got = read(x->fd, x->line + x->len, sizeof x->line - 1 - x->len);
+      if (got < 0 && errno == EINTR)
+        continue;
       if (got <= 0) {
         close(x->fd);
         x->fd = -1;
@@ -256,6 +258,11 @@ static void workers_follow(worker_proc *w, int n, int64_t total)
   }
   if (live)
     printf("\r\033[K");
+  for (int k = 0; k < n; k++) /* a worker still writing (poll failed) must not block on it */
+    if (w[k].fd >= 0) {
+      close(w[k].fd);
+      w[k].fd = -1;
+    }
   for (int k = 0; k < n; k++)
     while (waitpid(w[k].pid, &w[k].status, 0) < 0 && errno == EINTR)
       ;
