@@ -877,7 +877,11 @@ def test_gpus():
     check(scalar("two.db", "SELECT count(DISTINCT campaign) FROM runs") == 1, "two campaigns")
     check(digests("two.db") == digests("one.db"), "the two GPUs' results differ from one run's")
     out, _ = expect(0, "report", "--db", "two.db", env=env)
-    check("GPU-00001-stand-in-1" in out, f"report does not name the GPUs:\n{out[:1500]}")
+    shards = [line for line in out.splitlines() if line.startswith("  run ")]
+    check(len(shards) == 2 and all("complete" in s and "incomplete" not in s and "started 20" in s
+                                   for s in shards) and
+          "(GPU-00000-stand-in-0)" in out and "(GPU-00001-stand-in-1)" in out,
+          f"report's campaign lines do not name each run's GPU, start and state:\n{out[:2500]}")
     check(not [n for n in os.listdir(".") if ".gpus-" in n], f"left: {os.listdir('.')}")
     # a case list on standard input reaches every worker
     r = subprocess.run([TB, "run", "--gpu-ids", "1,0", "--db", "in.db", "--engines", "ref", "-"],

@@ -39,6 +39,15 @@ static const char report_usage[] =
 
 /* ---- list, show, report: reading the database ---- */
 
+/* Row r's value of the column called name (NULL: SQL NULL, or no such column). */
+static const char *cell(const db_table *t, int r, const char *name)
+{
+  for (int c = 0; c < t->ncols; c++)
+    if (!strcmp(t->names[c], name))
+      return t->cells[(int64_t)r * t->ncols + c];
+  return NULL;
+}
+
 /* The record of run `run` (-1: the last run) from run.sql into *info, and its id into *id;
  * TBE_EINVAL when the database holds no such run. */
 static tbe_status find_run(db *d, const char *path, long long run, db_table *info, int64_t *id)
@@ -256,14 +265,16 @@ int cmd_report(int argc, char **argv)
   if (st.code == TBE_OK && !o.html) {
     print_record(&t[INFO]);
     if (t[CAMPAIGN].nrows > 1) {
-      const db_table *c = &t[CAMPAIGN]; /* run, campaign, shard, ..., complete (15) */
-      printf("\ncampaign %s: %d runs (shards merged)\n", c->cells[1], c->nrows);
+      const db_table *c = &t[CAMPAIGN]; /* campaign.sql's columns, found by name */
+      printf("\ncampaign %s: %d runs (shards merged)\n", cell(c, 0, "campaign"), c->nrows);
       for (int r = 0; r < c->nrows; r++) {
-        char **row = c->cells + r * c->ncols;
-        printf("  run %-5s shard %-6s %s on %s, %s, started %s, %s\n", row[0],
-               row[2] ? row[2] : "-", row[3] ? row[3] : "no commit", row[5],
-               row[7] ? row[7] : "no GPU", row[13], !strcmp(row[15], "1") ? "complete"
-                                                                           : "incomplete");
+        const char *commit = cell(c, r, "git_commit"), *gpu = cell(c, r, "gpu");
+        const char *uuid = cell(c, r, "gpu_uuid"), *done = cell(c, r, "complete");
+        printf("  run %-5s shard %-6s %s on %s, %s%s%s%s, started %s, %s\n",
+               cell(c, r, "run"), cell(c, r, "shard") ? cell(c, r, "shard") : "-",
+               commit ? commit : "no commit", cell(c, r, "host"), gpu ? gpu : "no GPU",
+               uuid ? " (" : "", uuid ? uuid : "", uuid ? ")" : "", cell(c, r, "started"),
+               done && !strcmp(done, "1") ? "complete" : "incomplete");
       }
       printf("\nsummary of the campaign\n");
     }
