@@ -17,6 +17,9 @@
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/, on F1
 #             and, where the SL sweep runs, on its sweep --sl);
 #             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
+#   triton    torchrec's Triton TBE (ext.triton, from the checkout carried in .torchrec/) over
+#             cases/triton.cases and cases/triton_vectors.cases through ref,ext.triton, their
+#             reports, the raw outputs (TBECHECK_TRITON_DUMP) and Triton's compiled kernels
 #   wait      waits for the parts run in the background before it
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
@@ -178,6 +181,19 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       while read -r line; do note "" "$line"; done < <(grep -E "^(F[1-4]|S1) " \
         "$LOGS/bench.txt" | cut -c1-100)
       note bench "see logs/bench.txt, logs/probe.txt, logs/torch.txt" ;;
+    triton)
+      export TBECHECK_TORCHREC=$PWD/.torchrec TRITON_CACHE_DIR=$LOGS/triton_cache
+      for f in triton triton_vectors; do
+        TBECHECK_TRITON_DUMP=$LOGS/triton_dump timeout "$(left)" "$TBECHECK" run \
+          --engines ref,ext.triton --db "$LOGS/$f.db" cases/$f.cases >"$LOGS/$f.txt" 2>&1
+        note "" "$f.cases: exit $? (1: findings)"
+        "$TBECHECK" report --db "$LOGS/$f.db" >"$LOGS/${f}_report.txt" 2>&1
+        while read -r line; do note "" "$line"; done < <(grep -E "^(ext|ref)" "$LOGS/$f.txt" |
+          cut -c1-120)
+      done
+      # the kernels' TTGIR and PTX, where their reduction orders and fused products can be read
+      find "$LOGS/triton_cache" \( -name '*.cubin' -o -name '*.llir' \) -delete
+      note triton "see logs/triton*.txt; raw outputs in logs/triton_dump/, kernels in logs/triton_cache/" ;;
     bwdbench)
       timeout "$(left)" build-gpu/bench/gpu_backward_bench ${BWD_ONLY:+--only "$BWD_ONLY"} \
         --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1

@@ -299,10 +299,6 @@ def refusal(m):
         return f"wd={m['wd']}: torchrec's Triton TBE has no weight decay"
     if float(m["clip"]):
         return "clip: torchrec's Triton TBE has no gradient clipping"
-    if m["sr"] and m["wdtype"] != "fp32":
-        return ("sr=1: torchrec's stochastic rounding draws tl.rand(seed from torch's CPU RNG, "
-                "run id * BLOCK + col) onto the fp16 grid, not tbecheck's Philox keyed by "
-                "(seed, col, row, step) onto the weight dtype's grid")
     return None
 
 
@@ -368,7 +364,7 @@ def build_module(m, a, fused):
         [(int(e), int(d)) for e, d in zip(a["E"], a["D"])],
         feature_table_map=[int(j) for j in a["feature_table_map"]],
         weights_precision=TORCH_FLOAT[m["wdtype"]], output_dtype=TORCH_FLOAT[m["out_dtype"]],
-        stochastic_rounding=False, learning_rate=float(m.get("lr", 0.01)),
+        stochastic_rounding=bool(m.get("sr", 0)), learning_rate=float(m.get("lr", 0.01)),
         eps=float(m.get("eps", 0.1)), optimizer=optim, device=DEVICE,
         fused_bounds_check=fused)
     tbe.bounds_check_mode = BoundsCheckMode.V2_WARNING if fused else BoundsCheckMode.NONE
@@ -395,13 +391,30 @@ def run(case):
         psw = to_torch(a["per_sample_weights"]).requires_grad_(backward)
     vbe = a["B_vbe"].astype(int).tolist() if m["R"] else None
     refuse_pruned(m, a)  # no bounds check repairs a -1
+    # sr=1: torchrec draws its rounding seed from torch's CPU generator (triton_tbe.md 5.4),
+    # seeded by the case so a rerun rounds alike; its random stream is its own, not the spec's
+    torch.manual_seed(int(m["seed"]))
     out = tbe(indices, offsets, per_sample_weights=psw, batch_size_per_feature_per_rank=vbe)
     got = bounds_outputs(plan, indices, offsets, tbe)
     got["output"] = to_numpy(out)
     if backward:
         out.backward(to_torch(a["grad_output"], m["out_dtype"]).reshape(out.shape))
         got.update(backward_outputs(m, a, tbe, psw))
+    dump(m, got)
     return got
+
+
+def dump(m, got):
+    """With TBECHECK_TRITON_DUMP=DIR, the raw outputs also go to DIR/<sha1 of the case>.npz (with
+    the case's text): what fitting a model of the kernels' order offline starts from, beside the
+    inputs `tbecheck export` writes for the same case."""
+    where = os.environ.get("TBECHECK_TRITON_DUMP")
+    if not where:
+        return
+    os.makedirs(where, exist_ok=True)
+    name = hashlib.sha1(m["case"].encode()).hexdigest()[:16]
+    arrays = {k: np.asarray(v) for k, v in got.items() if k != "declined"}
+    np.savez(os.path.join(where, name + ".npz"), case=np.array(m["case"]), **arrays)
 
 
 def bounds_outputs(plan, indices, offsets, tbe):
