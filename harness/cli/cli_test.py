@@ -860,6 +860,34 @@ def digests(db):
             "FROM results r JOIN cases c ON c.id = r.case_id")}
 
 
+def gpus_refused(env, command, *more):
+    """Bad GPU names (and the combinations `more` adds) refuse `command` with exit 2 before
+    anything is written."""
+    for args, want in ((["--gpus", "3"], "this host has 2 GPUs"),
+                       (["--gpu-ids", "0,0"], "named twice"),
+                       (["--gpu-ids", "5"], "5 is not a GPU of this host"),
+                       (["--gpus", "1", "--gpu-ids", "0"], "give one of them"),
+                       (["--gpus", "x"], "bad value"), *more):
+        _, err = expect(2, *command, "--db", "bad.db", *args, env=env)
+        check(want in err, f"{command[0]} {args}: {err}")
+        check(not os.path.exists("bad.db"), f"{command[0]} {args} left bad.db")
+    _, err = expect(2, *command, "--gpus", "all", "--db", "bad.db",
+                    env=dict(ENV, PATH="/nonexistent"))
+    check("no GPU here" in err and not os.path.exists("bad.db"), err)
+
+
+def worker_pids(p, n):
+    """The pids of the n workers that tbecheck process p started (within 60 s)."""
+    deadline = time.time() + 60
+    kids = []
+    while time.time() < deadline and len(kids) < n and p.poll() is None:
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+        time.sleep(0.05)
+    check(len(kids) == n, f"workers: {kids}")
+    return kids
+
+
 def test_gpus():
     """run --gpus / --gpu-ids: a worker per GPU (nvidia-smi's list; stand-ins here), each on its
     shard; one database with the results of one unsharded run, one campaign, each run with its
@@ -890,31 +918,15 @@ def test_gpus():
           f"stdin: exit {r.returncode}: {r.stderr}")
     check(query("in.db", "SELECT shard, gpu_uuid FROM runs ORDER BY shard") ==
           [("1/2", "GPU-00001-stand-in-1"), ("2/2", "GPU-00000-stand-in-0")], "--gpu-ids order")
-    for args, want in ((["--gpus", "3"], "this host has 2 GPUs"),
-                       (["--gpu-ids", "0,0"], "named twice"),
-                       (["--gpu-ids", "5"], "5 is not a GPU of this host"),
-                       (["--gpus", "1", "--gpu-ids", "0"], "give one of them"),
-                       (["--gpus", "all", "--shard", "1/2"], "without them"),
-                       (["--gpus", "x"], "bad value 'x' for --gpus")):
-        _, err = expect(2, "run", "--db", "bad.db", "--engines", "ref", "B=4", *args, env=env)
-        check(want in err, f"{args}: {err}")
-        check(not os.path.exists("bad.db"), f"{args} left bad.db")
-    _, err = expect(2, "run", "--gpus", "all", "--db", "bad.db", "--engines", "ref", "B=4",
-                    env=dict(ENV, PATH="/nonexistent"))
-    check("no GPU here" in err and not os.path.exists("bad.db"), err)
+    gpus_refused(env, ["run", "--engines", "ref", "B=4"],
+                 (["--gpus", "all", "--shard", "1/2"], "without them"))
     # kill -9 one worker mid-run: the other finishes, the killed one's cases so far are kept
     with open("many.cases", "w") as f:
         f.write("".join(f"T=4 B=1024 L=20 D=128 seed={k}\n" for k in range(300)))
     p = subprocess.Popen([TB, "run", "--gpus", "2", "--db", "k.db", "--engines", "ref",
                           "many.cases"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    kids = []
-    while time.time() < deadline and len(kids) < 2:
-        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
-            kids = [int(k) for k in f.read().split()]
-        time.sleep(0.05)
-    check(len(kids) == 2, f"workers: {kids}")
+    kids = worker_pids(p, 2)
     time.sleep(1.5)
     os.kill(kids[1], signal.SIGKILL)
     out, err = p.communicate(timeout=120)
@@ -924,6 +936,87 @@ def test_gpus():
                         "WHERE run = runs.id) FROM runs ORDER BY shard")
     check(len(got) == 2 and got[0][1:] == (1, 150) and got[1][1] == 0 and 0 < got[1][2] < 150,
           f"after the kill: {got}")
+
+
+def gpu_runs(db):
+    """[(gpu_uuid, seed, complete, cases, campaign)] of a database's runs, by GPU."""
+    return [(u, int(re.search(r"--seed (\d+)", a).group(1)), c, n, k) for u, a, c, n, k in query(
+        db, "SELECT gpu_uuid, argv, complete, (SELECT count(DISTINCT case_id) FROM results "
+            "WHERE run = runs.id), campaign FROM runs ORDER BY gpu_uuid")]
+
+
+def run_cases(db, uuid=None):
+    """The canonical texts of the cases of a database's runs (of GPU uuid's only, if given)."""
+    return {c for (c,) in query(db, "SELECT DISTINCT c.canonical FROM results r JOIN cases c ON "
+                                    "c.id = r.case_id JOIN runs ON runs.id = r.run WHERE "
+                                    "?1 IS NULL OR runs.gpu_uuid = ?1", (uuid,))}
+
+
+def test_fuzz_gpus():
+    """fuzz --gpus / --gpu-ids: a worker fuzz per GPU (stand-ins here), worker k of N on seed
+    X*N+k; one database, one campaign, each run with its GPU's UUID, no case drawn twice; the same
+    command again draws the same cases; bad GPU names refused before anything runs; a killed
+    worker loses only its current case, the other's run completes."""
+    env = stand_in_gpus(2)
+    fuzz = ["fuzz", "--seconds", "60", "--max-cases", "40", "--seed", "7", "--engines", "ref"]
+    out, _ = expect(0, *fuzz, "--gpus", "all", "--db", "two.db", env=env)
+    check("gpu 0 (GPU-00000-stand-in-0, Stand-in GPU): seed 14: 40 cases" in out and
+          "gpu 1 (GPU-00001-stand-in-1, Stand-in GPU): seed 15: 40 cases" in out and
+          "campaign on 2 GPUs" in out, f"no per-GPU summary:\n{out[-1500:]}")
+    runs = gpu_runs("two.db")
+    check([r[:3] for r in runs] == [("GPU-00000-stand-in-0", 14, 1), ("GPU-00001-stand-in-1", 15, 1)]
+          and all(0 < r[3] <= 40 for r in runs), f"runs: {runs}")
+    check(runs[0][4] and runs[0][4] == runs[1][4], f"not one campaign: {runs}")
+    zero, one = run_cases("two.db", runs[0][0]), run_cases("two.db", runs[1][0])
+    check(not zero & one, f"both workers drew {sorted(zero & one)[:3]}")
+    check(not [n for n in os.listdir(".") if ".gpus-" in n], f"left: {os.listdir('.')}")
+    # worker 1's stream is seed 7*2+1 alone; the same command draws the same, as one campaign
+    expect(0, *fuzz[:6], "15", *fuzz[7:], "--db", "alone.db", env=env)
+    check(run_cases("alone.db") == one, "worker 1 did not draw what --seed 15 draws")
+    expect(0, *fuzz, "--gpu-ids", "0,1", "--db", "again.db", env=env)
+    again = gpu_runs("again.db")
+    check([r[:2] + r[4:] for r in again] == [r[:2] + r[4:] for r in runs] and
+          run_cases("again.db") == zero | one, f"the same command drew otherwise: {again}")
+    gpus_refused(env, ["fuzz", "--engines", "ref", "--seconds", "1"],
+                 (["--gpus", "all", "--inject-fault", "ref:output"], "hold no fault"),
+                 (["--gpus", "all", "--campaign", "a b"], "bad value 'a b' for --campaign"))
+    # kill -9 one worker mid-run: the other finishes, the killed one's cases so far are kept
+    p = subprocess.Popen([TB, "fuzz", "--seconds", "8", "--seed", "3", "--engines", "ref",
+                          "--gpus", "2", "--db", "k.db"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids = worker_pids(p, 2)
+    with open(f"/proc/{kids[1]}/environ", "rb") as f:
+        killed = re.search(rb"TBECHECK_GPU_UUID=([^\0]*)", f.read()).group(1).decode()
+    time.sleep(3)
+    os.kill(kids[1], signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    check(p.returncode == 3 and "was killed by signal 9" in err + out and
+          "its run stays incomplete" in err, f"exit {p.returncode}: {err}\n{out[-800:]}")
+    got = {r[0]: r[2:4] for r in gpu_runs("k.db")}
+    other = ({"GPU-00000-stand-in-0", "GPU-00001-stand-in-1"} - {killed}).pop()
+    check(len(got) == 2 and got[other][0] == 1 and got[other][1] > 0 and got[killed][0] == 0
+          and got[killed][1] > 0, f"after the kill of {killed}'s worker: {got}")
+
+
+def test_race_gpus():
+    """race --gpus / --gpu-ids: a worker race per GPU (stand-ins here), worker k of N on seed
+    X*N+k. Without a GPU each worker says so and races nothing, as race alone does: exit 0, no
+    database; bad GPU names and --cases refused before anything runs."""
+    env = stand_in_gpus(2)
+    rc, out, err = tb("race", "--seconds", "2", "--seed", "1", "--gpus", "all", "--db", "r.db",
+                      env=env)
+    if CUDA == "on" and "warning: engine gpu did not run" not in out:
+        print("a GPU is here: the no-GPU path was not taken")
+        return SKIP
+    for k in (0, 1):
+        check(f"gpu {k}: warning: engine gpu did not run" in out and
+              f"gpu {k} (GPU-0000{k}-stand-in-{k}, Stand-in GPU): seed {2 + k}: 0 cases" in out,
+              f"gpu {k}: exit {rc}\n{out}{err}")
+    check(rc == 0 and "no worker stored anything" in out and not os.path.exists("r.db"),
+          f"race without a GPU: exit {rc}, r.db {os.path.exists('r.db')}\n{out}{err}")
+    cases = case_file("r.cases", ["opt=sgd B=4"])
+    gpus_refused(env, ["race", "--seconds", "1"],
+                 (["--gpus", "all", "--cases", cases], "race --cases FILE without them"))
 
 
 def test_upgrade_v4():
@@ -1430,7 +1523,7 @@ def test_report():
     """tbecheck report --html over runs across three commits (A, B, C): a campaign of two merged
     shards at A; at B a clean run, a fault-injected one (the failure) and a benchmark whose time
     steps up; at C a run whose bits moved on one case (the drift) and differ between repeats on
-    another (the flaky case). The page is parsed: each appears, with the database's numbers, and
+    another (the flaky case), and a forward sweep. The page is parsed: each appears, with the database's numbers, and
     nothing in it points outside the file; the replay command it prints reproduces the failure."""
     r = subprocess.run([os.environ.get("TBECHECK_PYTHON") or sys.executable, "-c",
                         "import matplotlib"], capture_output=True)
@@ -1448,8 +1541,8 @@ def test_report():
         with sqlite3.connect(db) as con:
             con.execute("UPDATE runs SET git_commit = ?, dirty = 0 WHERE id = ?", (commit[c], run))
 
-    def bench(c, figures):
-        """A benchmark run at commit c: {shape: ms} for kernel gpu:forward on one H100."""
+    def bench(c, figures, kernel="gpu:forward"):
+        """A benchmark run at commit c: {shape: ms} for `kernel` on one H100."""
         with sqlite3.connect(db) as con:
             cur = con.execute(
                 "INSERT INTO runs (uid, git_commit, dirty, host, cpu, gpu, tool_version, argv, "
@@ -1462,9 +1555,9 @@ def test_report():
                 con.execute("INSERT OR IGNORE INTO cases (canonical, hash) VALUES (?, ?)",
                             (text, fnv_hash(text)))
                 con.execute("INSERT INTO perf (run, case_id, repeat, kernel, ms, bytes, gbps, "
-                            "shape, ceiling_gbps) SELECT ?, id, 0, 'gpu:forward', ?, 4e9, "
+                            "shape, ceiling_gbps) SELECT ?, id, 0, ?, ?, 4e9, "
                             "4e9 / ? / 1e6, ?, 3000 FROM cases WHERE canonical = ?",
-                            (cur.lastrowid, ms, ms, shape, text))
+                            (cur.lastrowid, kernel, ms, ms, shape, text))
 
     # commit A: a campaign of two shards, merged
     for i in (1, 2):
@@ -1486,6 +1579,11 @@ def test_report():
     expect(0, "run", "--db", db, "--engines", engines, "--repeat", "2", cases)
     at("c", 7)
     bench("c", {"F1": 1.32, "F2": 2.01})
+    # and the forward sweep at C: ours and the gather ceiling on a few SW- shapes
+    sweep = {"SW-base": (1.10, 1.00), "SW-L1": (0.30, 0.20), "SW-L64": (2.00, 2.10),
+             "SW-D8": (0.50, 0.40), "SW-fp32": (2.40, 2.00)}
+    bench("c", {s: t[0] for s, t in sweep.items()})
+    bench("c", {s: t[1] for s, t in sweep.items()}, "ceiling:gather")
     drift_case, flaky_case = (scalar(db, "SELECT id FROM cases WHERE canonical = ?", (p,))
                               for p in ("B=8 D=16 L=3 seed=3", "T=2 B=5 E=30 D=8 L=0..4 seed=4"))
     with sqlite3.connect(db) as con:
@@ -1590,6 +1688,12 @@ def test_report():
           f"regression flags: {flagged} of {perf}")
     check(sorted(float(x[2]) for x in perf if x[0] == "F2") ==
           sorted(v for (v,) in query(db, "SELECT ms FROM perf WHERE shape = 'F2'")), f"{perf}")
+    # the sweep: a row per SW- shape with ours / ceiling, and its plot
+    swept = {r["attrs"]["data-sweep"]: r["cells"]["ratio"] for r in p.rows
+             if "data-sweep" in r["attrs"]}
+    check(swept == {s: f"{o / c:.3f}" for s, (o, c) in sweep.items()}, f"sweep: {swept}")
+    check(any(a.get("id", "").startswith("sweep-plot-") for t, a in p.tags if t == "figure"),
+          "the sweep has no plot")
     # flaky: case 4 at C
     flaky = [r["attrs"]["data-case"] for r in p.rows if "data-case" in r["attrs"]]
     check(flaky == [str(flaky_case)], f"flaky cases: {flaky}")

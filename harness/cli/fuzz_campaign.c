@@ -22,6 +22,7 @@
 #include "db.h"
 #include "engine.h"
 #include "footprint.h"
+#include "gpus.h"
 #include "held.h"
 #include "prng.h"
 #include "runinfo.h"
@@ -35,7 +36,8 @@
 
 static const char fuzz_usage[] =
     "usage: tbecheck fuzz [--seconds S] [--seed X] [--engines LIST] [--db PATH]\n"
-    "                     [--max-cases N] [--inject-fault ENGINE:OUTPUT[@I]]\n"
+    "                     [--max-cases N] [--inject-fault ENGINE:OUTPUT[@I]] [--campaign ID]\n"
+    "                     [--gpus all|N | --gpu-ids I,J,...]\n"
     "Draws cases over the whole edge space (invalid, negative and pruned indices, every offset\n"
     "corruption in every bounds mode, hot rows up to SL 10^6, VBE with empty ranks, D 1..2048,\n"
     "E = 1, every dtype and knob) for S seconds (default 60) from seed X (default 1), runs each\n"
@@ -47,7 +49,13 @@ static const char fuzz_usage[] =
     "shrink still going at the end stops with the smallest failing case found (cut short).\n"
     "  --engines LIST         from ref,gpu,oracle (default all; ref always)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
-    "  --inject-fault E:O[@I] test the tester, as in `tbecheck run`\n"
+    "  --inject-fault E:O[@I] test the tester, as in `tbecheck run`\n"    "  --campaign ID          the run's campaign id (runs.campaign)\n"
+    "  --gpus all|N           one worker fuzz per GPU (all, or the first N nvidia-smi lists),\n"
+    "  --gpu-ids I,J,...      or those devices, pinned with CUDA_VISIBLE_DEVICES, worker k of N\n"
+    "                         on seed X*N+k, each for S seconds (and --max-cases) on its share\n"
+    "                         of the cores; their databases merged into --db at the end, one\n"
+    "                         campaign; a worker that dies loses its current case (exit 3, its\n"
+    "                         run incomplete). Not with --inject-fault\n"
     "Exit 0 no failure, 1 failures, 2 bad usage, 3 I/O or internal error.\n";
 
 /* ---- the edge space ---- */
@@ -346,6 +354,7 @@ typedef struct {
   long long max_cases;
   const char *db_path;
   eng_options eng;
+  const char *campaign, *gpus, *gpu_ids; /* --campaign, --gpus, --gpu-ids, or NULL */
 } fuzz_options;
 
 /* Prints "tbecheck fuzz: WHAT ARG" and the usage; returns the exit code of bad usage. */
@@ -362,8 +371,11 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
     {"seconds", required_argument, 0, 's'}, {"seed", required_argument, 0, 'x'},
     {"engines", required_argument, 0, 'e'}, {"db", required_argument, 0, 'd'},
     {"max-cases", required_argument, 0, 'n'}, {"inject-fault", required_argument, 0, 'f'},
-    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-  *o = (fuzz_options){60, 1, -1, "tbecheck.db", {.max_violations = 10}};
+    {"campaign", required_argument, 0, OPT_CAMPAIGN}, {"gpus", required_argument, 0, OPT_GPUS},
+    {"gpu-ids", required_argument, 0, OPT_GPU_IDS}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+  *o = (fuzz_options){.seconds = 60, .seed = 1, .max_cases = -1, .db_path = "tbecheck.db",
+                      .eng = {.max_violations = 10}};
   const char *engines = ENG_DEFAULT_LIST;
   optind = 1;
   opterr = 0;
@@ -377,6 +389,12 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
     case 'n': o->max_cases = strtoll(optarg, &end, 10); break;
     case 'e': engines = optarg; break;
     case 'd': o->db_path = optarg; break;
+    case OPT_CAMPAIGN:
+    case OPT_GPUS:
+    case OPT_GPU_IDS:
+      *(ch == OPT_CAMPAIGN ? &o->campaign : ch == OPT_GPUS ? &o->gpus : &o->gpu_ids) = optarg;
+      end = bad_option_value(ch, optarg) ? optarg : optarg + strlen(optarg);
+      break;
     case 'f': {
       tbe_status s = eng_parse_fault(optarg, &o->eng);
       if (s.code != TBE_OK)
@@ -594,8 +612,9 @@ static int open_run(const fuzz_options *o, int argc, char **argv, stored *t, run
     .driver = ri->driver[0] ? ri->driver : NULL,
     .gpu = eng_gpu_description(*x)[0] ? eng_gpu_description(*x) : NULL,
     .tool_version = "fuzz", .argv = row->args, .engines = row->engines, .repeats = 1,
-    .injected = o->eng.fault_output[0] != '\0',
-    .engine_versions = row->versions[0] ? row->versions : NULL};
+    .injected = o->eng.fault_output[0] != '\0', .campaign = o->campaign,
+    .engine_versions = row->versions[0] ? row->versions : NULL,
+    .gpu_uuid = gpus_worker_uuid()};
   t->row = row;
   t->hold = o->eng.fault_output[0] != '\0';
   return t->hold || store_release(t) == 0 ? -1 : 3;
@@ -611,12 +630,34 @@ static void report_big(const drawn *dr, uint64_t i, double left_ms, int live)
   fflush(stdout);
 }
 
+/* fuzz --gpus / --gpu-ids: the campaign of o run by one worker fuzz per GPU (gpus.h). */
+static int fuzz_on_gpus(const fuzz_options *o)
+{
+  if (o->eng.fault_output[0]) {
+    fprintf(stderr, "tbecheck fuzz: --gpus and --gpu-ids hold no fault: run --inject-fault "
+            "without them\n");
+    return 2;
+  }
+  char seconds[32], cases[24], engines[256];
+  snprintf(seconds, sizeof seconds, "%.9f", o->seconds);
+  snprintf(cases, sizeof cases, "%lld", o->max_cases);
+  eng_format_list(o->eng.engines, engines, sizeof engines);
+  const char *args[] = {"--seconds", seconds, "--engines", engines,
+                        o->max_cases >= 0 ? "--max-cases" : NULL, cases, NULL}; /* NULL ends it */
+  gpus_job j = {.command = "fuzz", .gpus = o->gpus, .gpu_ids = o->gpu_ids,
+                .db_path = o->db_path, .campaign = o->campaign, .args = args, .seed = o->seed,
+                .seconds = o->seconds};
+  return gpus_campaign(&j);
+}
+
 int fuzz_command(int argc, char **argv)
 {
   fuzz_options o;
   int rc = parse_args(argc, argv, &o);
   if (rc >= 0)
     return rc;
+  if (o.gpus || o.gpu_ids)
+    return fuzz_on_gpus(&o);
   eng_ctx *x = NULL;
   stored t = {0};
   run_row row;

@@ -240,6 +240,23 @@ static const struct option all_options[] = {
   {0, 0, 0, 0},
 };
 
+int bad_option_value(int opt, const char *s)
+{
+  long long v;
+  switch (opt) {
+  case OPT_CAMPAIGN:
+    return !*s || strlen(s) > 64 ||
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+               strlen(s);
+  case OPT_GPUS: /* gpus.c checks N against the host */
+    return strcmp(s, "all") && parse_int(s, 1, 4096, &v);
+  case OPT_GPU_IDS:
+    return !*s || strspn(s, "0123456789,") != strlen(s);
+  default:
+    return 1;
+  }
+}
+
 /* Finds a name in a table of names indexed by enum value; -1 if absent. */
 int pick(const char *s, const char *const *names, int count)
 {
@@ -314,9 +331,7 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
     case OPT_MAXMEM: bad = parse_size(optarg, &o->max_memory); break;
     case OPT_CAMPAIGN:
       o->campaign = optarg;
-      bad = !*optarg || strlen(optarg) > 64 ||
-            strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
-                strlen(optarg);
+      bad = bad_option_value(ch, optarg);
       break;
     case OPT_SINCE:
       o->since = optarg;
@@ -327,13 +342,13 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
       o->html = optarg;
       bad = !*optarg;
       break;
-    case OPT_GPUS: /* all, or N (gpus.c checks N against the host) */
+    case OPT_GPUS:
       o->gpus = optarg;
-      bad = strcmp(optarg, "all") && parse_int(optarg, 1, 4096, &v);
+      bad = bad_option_value(ch, optarg);
       break;
     case OPT_GPU_IDS:
       o->gpu_ids = optarg;
-      bad = !*optarg || strspn(optarg, "0123456789,") != strlen(optarg);
+      bad = bad_option_value(ch, optarg);
       break;
     case OPT_PATH:
       bad = strcmp(optarg, "small") != 0;

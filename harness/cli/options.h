@@ -56,6 +56,11 @@ enum {
  * OPT_* values). Returns -1 to go on (positional arguments from optind), or an exit code. */
 int parse_options(int argc, char **argv, const char *usage, const int *allowed, cli_options *o);
 
+/* 1 if s is not a value of the option opt: OPT_CAMPAIGN (1 to 64 of A-Z a-z 0-9 . _ : -),
+ * OPT_GPUS (all, or 1 to 4096) or OPT_GPU_IDS (digits and commas); fuzz and race, which parse
+ * their own options, check theirs here too. */
+int bad_option_value(int opt, const char *s);
+
 /* The index of s in names[0..count), or -1. */
 int pick(const char *s, const char *const *names, int count);
 

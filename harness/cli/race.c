@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "engine_ref.h"
 #include "forward.h"
+#include "gpus.h"
 #include "prng.h"
 #include "runinfo.h"
 #include "tbe_gpu.h"
@@ -40,7 +41,7 @@
 
 static const char race_usage[] =
     "usage: tbecheck race [--seconds S] [--seed X] [--launches N] [--db PATH] [--cases FILE]\n"
-    "                     [--max-cases N]\n"
+    "                     [--max-cases N] [--campaign ID] [--gpus all|N | --gpu-ids I,J,...]\n"
     "Race fuzzing of the GPU backward: cases with many chunk programs per run and many runs\n"
     "(hot rows, zipf, bwd.chunk 1..32, a low bwd.threshold, several tables, fp32/fp16/bf16\n"
     "weights with and without stochastic rounding, SGD and row-wise Adagrad, weighted), drawn\n"
@@ -57,6 +58,14 @@ static const char race_usage[] =
     "a GPU it says so and exits 0 (a skip).\n"
     "  --db PATH              results database (default ./tbecheck.db)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
+    "  --campaign ID          the run's campaign id (runs.campaign)\n"
+    "  --gpus all|N           one worker race per GPU (all, or the first N nvidia-smi lists),\n"
+    "  --gpu-ids I,J,...      or those devices, pinned with CUDA_VISIBLE_DEVICES, worker k of N\n"
+    "                         drawing from seed X*N+k, each for S seconds (and --max-cases);\n"
+    "                         their databases merged into --db at the end, one campaign; a\n"
+    "                         worker without a GPU says so and races nothing; one that dies\n"
+    "                         loses its current case (exit 3, its run incomplete). Not with\n"
+    "                         --cases\n"
     "Exit 0 no failure, 1 mismatches or GPU errors, 2 bad usage or input, 3 I/O or internal\n"
     "error.\n";
 
@@ -405,6 +414,7 @@ typedef struct {
   uint64_t seed;
   long long launches, max_cases;
   const char *db_path, *cases_path;
+  const char *campaign, *gpus, *gpu_ids; /* --campaign, --gpus, --gpu-ids, or NULL */
 } race_options;
 
 typedef struct {
@@ -617,8 +627,11 @@ static int race_parse(int argc, char **argv, race_options *o)
     {"seconds", required_argument, 0, 's'}, {"seed", required_argument, 0, 'x'},
     {"launches", required_argument, 0, 'n'}, {"db", required_argument, 0, 'd'},
     {"cases", required_argument, 0, 'c'},   {"max-cases", required_argument, 0, 'm'},
-    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-  *o = (race_options){60, 1, DEFAULT_LAUNCHES, -1, "tbecheck.db", NULL};
+    {"campaign", required_argument, 0, OPT_CAMPAIGN}, {"gpus", required_argument, 0, OPT_GPUS},
+    {"gpu-ids", required_argument, 0, OPT_GPU_IDS}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+  *o = (race_options){.seconds = 60, .seed = 1, .launches = DEFAULT_LAUNCHES, .max_cases = -1,
+                      .db_path = "tbecheck.db"};
   optind = 1;
   opterr = 0;
   int ch, which = 0;
@@ -652,6 +665,12 @@ static int race_parse(int argc, char **argv, race_options *o)
     case 'c':
       o->cases_path = optarg;
       bad = !*optarg;
+      break;
+    case OPT_CAMPAIGN:
+    case OPT_GPUS:
+    case OPT_GPU_IDS:
+      *(ch == OPT_CAMPAIGN ? &o->campaign : ch == OPT_GPUS ? &o->gpus : &o->gpu_ids) = optarg;
+      bad = bad_option_value(ch, optarg);
       break;
     default: return race_usage_error("unknown option or missing value: ", argv[optind - 1]);
     }
@@ -768,7 +787,8 @@ static int race_open(race_ctx *x, int argc, char **argv, const char *gpu, const 
   db_run_info info = {
     .git_commit = ri.git_commit[0] ? ri.git_commit : NULL, .dirty = ri.dirty, .host = ri.host,
     .cpu = ri.cpu[0] ? ri.cpu : "unknown", .gpu = gpu, .driver = ri.driver[0] ? ri.driver : NULL,
-    .cuda = cuda, .tool_version = tool, .argv = args, .engines = "ref,gpu", .repeats = 1};
+    .cuda = cuda, .tool_version = tool, .argv = args, .engines = "ref,gpu", .repeats = 1,
+    .campaign = x->o->campaign, .gpu_uuid = gpus_worker_uuid()};
   s = db_run_begin(x->d, &info, &x->run);
   if (s.code != TBE_OK) {
     fprintf(stderr, "tbecheck race: %s\n", s.message);
@@ -777,12 +797,34 @@ static int race_open(race_ctx *x, int argc, char **argv, const char *gpu, const 
   return -1;
 }
 
+/* race --gpus / --gpu-ids: the race of o run by one worker race per GPU (gpus.h). */
+static int race_on_gpus(const race_options *o)
+{
+  if (o->cases_path) {
+    fprintf(stderr, "tbecheck race: --gpus and --gpu-ids give each worker its own seed stream: "
+            "race --cases FILE without them\n");
+    return 2;
+  }
+  char seconds[32], launches[24], cases[24];
+  snprintf(seconds, sizeof seconds, "%.9f", o->seconds); /* race_parse reads digits and a point */
+  snprintf(launches, sizeof launches, "%lld", o->launches);
+  snprintf(cases, sizeof cases, "%lld", o->max_cases);
+  const char *args[] = {"--seconds", seconds, "--launches", launches,
+                        o->max_cases >= 0 ? "--max-cases" : NULL, cases, NULL}; /* NULL ends it */
+  gpus_job j = {.command = "race", .gpus = o->gpus, .gpu_ids = o->gpu_ids,
+                .db_path = o->db_path, .campaign = o->campaign, .args = args, .seed = o->seed,
+                .seconds = o->seconds};
+  return gpus_campaign(&j);
+}
+
 int race_command(int argc, char **argv, const char *tool_version, const char *cuda)
 {
   race_options o;
   int rc = race_parse(argc, argv, &o);
   if (rc >= 0)
     return rc;
+  if (o.gpus || o.gpu_ids)
+    return race_on_gpus(&o);
   char **texts = NULL;
   int ntexts = 0;
   if (o.cases_path && (rc = race_read_cases(o.cases_path, &texts, &ntexts)) >= 0) {
