@@ -136,8 +136,19 @@ static float triton_row(const tbe_batch *b, int32_t j, int64_t p, int32_t d)
   return weight_at(b, b->table_offset[j] + idx * b->D[j] + d);
 }
 
+/* Triton's BLOCK_SIZE: the widest table's D rounded up to a power of two. */
+static int32_t triton_block(const tbe_batch *b)
+{
+  int32_t widest = 1, block = 1;
+  for (int32_t j = 0; j < b->num_tables; j++)
+    widest = b->D[j] > widest ? b->D[j] : widest;
+  while (block < widest)
+    block *= 2;
+  return block;
+}
+
 /* Triton: one group of 4 positions from p of column d, in fp32 (forward_order.h). */
-static float triton_group(const tbe_batch *b, int32_t j, int64_t p, int32_t d)
+static float triton_group(const tbe_batch *b, int32_t j, int64_t p, int32_t d, int32_t block)
 {
   float r[4];
   for (int k = 0; k < 4; k++)
@@ -145,7 +156,7 @@ static float triton_group(const tbe_batch *b, int32_t j, int64_t p, int32_t d)
   const float *w = b->per_sample_weights;
   if (!w)
     return ((r[0] + r[1]) + r[2]) + r[3];
-  const int a = (d / 32) % 2; /* the odd 32-column slots pair (1, 0) */
+  const int a = block >= 128 ? (d / 32) % 2 : 1; /* which product is rounded: measured */
   float s = r[a] * w[p + a];
   s = fmaf(r[1 - a], w[p + 1 - a], s);
   s = fmaf(r[2], w[p + 2], s);
@@ -154,7 +165,7 @@ static float triton_group(const tbe_batch *b, int32_t j, int64_t p, int32_t d)
 
 /* Triton: one bag of table j into out[at..], its step 4 or 8 rows (forward_order.h). */
 static void triton_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t end, int step,
-                       void *out, int64_t at)
+                       int32_t block, void *out, int64_t at)
 {
   const float *w = b->per_sample_weights;
   const int fp64_acc = b->wdtype == TBE_FP32;
@@ -164,7 +175,7 @@ static void triton_bag(const tbe_batch *b, int32_t j, int64_t start, int64_t end
     int64_t p = start;
     for (; p + step <= end; p += step)
       for (int g = 0; g < step; g += 4) {
-        float s = triton_group(b, j, p + g, d);
+        float s = triton_group(b, j, p + g, d, block);
         if (fp64_acc)
           acc64 = acc64 + (double)s;
         else
@@ -205,10 +216,11 @@ static tbe_status triton_forward(const tbe_batch *b, const tbe_layout *l, void *
   /* the wide step: unweighted, fixed batch, B >= 65536, 16-bit weights (triton_tbe.md 2.1) */
   const int step = !b->per_sample_weights && b->R == 0 && b->B >= 65536 &&
                            b->wdtype != TBE_FP32 ? 8 : 4;
+  const int32_t block = triton_block(b);
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t i = 0; i < l->total_B; i++)
     triton_bag(b, b->feature_table_map[l->bag_feature[i]], tbe_iget(b->offsets, b->itype, i),
-               tbe_iget(b->offsets, b->itype, i + 1), step, out, l->bag_out[i]);
+               tbe_iget(b->offsets, b->itype, i + 1), step, block, out, l->bag_out[i]);
   return tbe_ok();
 }
 
