@@ -9,4 +9,10 @@
  * exits with status 2, naming the file, when there is no such line. */
 char *bench_shape(const char *name, const char *extra);
 
+/* The names of the shapes whose name (a line's comment up to its colon) starts with `prefix`,
+ * in file order: *count malloc'd strings in a malloc'd array, for bench_shape_names_free. The
+ * program exits with status 2 when there is none. */
+char **bench_shape_names(const char *prefix, int *count);
+void bench_shape_names_free(char **names, int count);
+
 #endif

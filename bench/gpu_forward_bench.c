@@ -1,6 +1,8 @@
-/* gpu_forward_bench.c: the GPU forward's benchmark (cases/bench.cases: F1-F4, S1): validates
- * against the reference, then times ours, the plain gather ceiling and the copy ceiling in one run.
- * Not a test: it prints figures and never asserts.
+/* gpu_forward_bench.c: the GPU forward's benchmark (cases/bench.cases: F1-F4, S1; with --sweep
+ * the SW- shapes instead): validates against the reference, then times ours, the plain gather
+ * ceiling and the copy ceiling in one run. Not a test: it prints figures and never asserts.
+ *
+ * usage: gpu_forward_bench [--sweep] [--db PATH]
  *
  * Effective GB/s = (B*T*L*D*weight_bytes + B*total_D*out_bytes) / time, the FBGEMM convention;
  * the copy ceiling counts bytes read + written of a 4 GiB device-to-device cudaMemcpy. Times are
@@ -76,20 +78,98 @@ static void make(const char *text, tbe_case **c, tbe_batch *b, tbe_layout *l)
   }
 }
 
-/* Bit-exact check of a GPU output against the reference forward of b. */
-static int64_t mismatches(const tbe_batch *b, const tbe_layout *l, const void *got)
+/* The reference forward of b (malloc'd, l->out_elems in the output dtype); exits if it fails. */
+static void *reference(const tbe_batch *b, const tbe_layout *l)
 {
   void *ref = malloc(tbe_dtype_size(b->out_dtype) * (size_t)l->out_elems);
-  ref_forward(b, l, ref);
+  tbe_status st = ref ? ref_forward(b, l, ref) : tbe_error(TBE_ENOMEM, "out", -1, "no memory");
+  if (st.code != TBE_OK) {
+    fprintf(stderr, "reference forward: %s\n", st.message);
+    exit(3);
+  }
+  return ref;
+}
+
+/* Elements of a GPU output that differ in any bit from the reference output ref of b. */
+static int64_t mismatches(const tbe_batch *b, const tbe_layout *l, const void *ref,
+                          const void *got)
+{
   cmp_result r;
   cmp_init(&r, CMP_BITWISE, 0);
   cmp_bitwise(&r, b->out_dtype, ref, got, l->out_elems);
-  free(ref);
   return r.violations;
+}
+
+/* The configuration ours is timed in: the default policy, the small-table path off (its output
+ * is compared by bound, not bit for bit). */
+static const gpu_fwd_config def = {0, 0, 0, GPU_SMALL_OFF};
+
+/* --sweep: every SW- shape of cases/bench.cases, one axis at a time around SW-base. Each point:
+ * ours and the gather ceiling at the case's own index width on the same data, both outputs
+ * checked bit for bit against one reference forward, and their time ratio (ours / ceiling: 1 is
+ * level, above 1 slower). A table, and a perf row per figure with --db. */
+static void run_sweep(bench_db *rec, double copy)
+{
+  int n;
+  char **names = bench_shape_names("SW-", &n);
+  printf("%-12s %10s %8s %14s %8s %9s  %s\n", "sweep", "ours ms", "GB/s", "ceiling ms", "GB/s",
+         "ours/ceil", "check (ceiling: best of unroll 4, 8; the case's index width)");
+  for (int k = 0; k < n; k++) {
+    char *text = bench_shape(names[k], NULL);
+    tbe_case *c;
+    tbe_batch b;
+    tbe_layout l;
+    make(text, &c, &b, &l);
+    const double bytes = declared_bytes(&b, &l);
+    void *ref = reference(&b, &l);
+    gpu_session *g;
+    tbe_status st = gpu_session_open(&b, &l, &g);
+    if (st.code != TBE_OK) {
+      fprintf(stderr, "%s: %s\n", names[k], st.message);
+      exit(3);
+    }
+    float ours = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
+    gpu_fwd_result r;
+    gpu_session_results(g, &r);
+    int64_t bad = mismatches(&b, &l, ref, r.out);
+    gpu_fwd_result_free(&r);
+    gpu_session_close(g);
+    float ceil_ms = 0;
+    int unroll = 0;
+    float *cout = malloc(sizeof(float) * (size_t)l.out_elems);
+    st = cout ? gather_ceiling_run(&b, &l, b.itype, REPS, &ceil_ms, &unroll, cout)
+              : tbe_error(TBE_ENOMEM, "out", -1, "no memory for the ceiling's output");
+    const int ceiled = st.code == TBE_OK;
+    const int64_t cbad = ceiled ? mismatches(&b, &l, ref, cout) : -1;
+    free(cout);
+    free(ref);
+    if (ceiled)
+      printf("%-12s %10.3f %8.0f %9.3f (u%d) %8.0f %9.3f  ours %s, ceiling %s\n", names[k],
+             ours, gbps(bytes, ours), ceil_ms, unroll, gbps(bytes, ceil_ms), ours / ceil_ms,
+             bad ? "MISMATCH" : "bit-exact", cbad ? "MISMATCH" : "bit-exact");
+    else
+      printf("%-12s %10.3f %8.0f %14s %8s %9s  ours %s, ceiling: %s\n", names[k], ours,
+             gbps(bytes, ours), "-", "-", "-", bad ? "MISMATCH" : "bit-exact", st.message);
+    fflush(stdout);
+    bench_db_figure(rec, names[k], text, "gpu:forward", NULL, ours, bytes, copy);
+    if (ceiled)
+      bench_db_figure(rec, names[k], text, "ceiling:gather", NULL, ceil_ms, bytes, copy);
+    tbe_layout_free(&l);
+    tbe_batch_free(&b);
+    case_free(c);
+    free(text);
+  }
+  bench_shape_names_free(names, n);
 }
 
 int main(int argc, char **argv)
 {
+  const int sweep_only = argc >= 2 && !strcmp(argv[1], "--sweep");
+  if (sweep_only) {
+    argv[1] = argv[0];
+    argv++;
+    argc--;
+  }
   char desc[256];
   tbe_status st = gpu_probe(desc, sizeof desc);
   if (st.code != TBE_OK) {
@@ -105,9 +185,13 @@ int main(int argc, char **argv)
   }
   printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
          omp_get_max_threads(), copy);
+  if (sweep_only) {
+    run_sweep(rec, copy);
+    bench_db_close(rec);
+    return 0;
+  }
   printf("%-3s %10s %9s %13s %9s %13s %9s  %s\n", "", "ours ms", "GB/s", "ceil i64 ms",
          "ours/ceil", "ceil i32 ms", "ours/ceil", "check (ceil: best of unroll 4, 8)");
-  gpu_fwd_config def = {0, 0, 0, GPU_SMALL_OFF};
   static const gpu_fwd_config sweep[] = {{1, 4, 0, GPU_SMALL_OFF}, {1, 8, 0, GPU_SMALL_OFF},
                                          {2, 4, 0, GPU_SMALL_OFF}, {2, 8, 0, GPU_SMALL_OFF},
                                          {4, 4, 0, GPU_SMALL_OFF}, {4, 8, 0, GPU_SMALL_OFF}};
@@ -131,7 +215,8 @@ int main(int argc, char **argv)
     float ours = plain[k] = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
     gpu_fwd_result r;
     gpu_session_results(g, &r);
-    int64_t bad = mismatches(&b, &l, r.out);
+    void *ref = reference(&b, &l);
+    int64_t bad = mismatches(&b, &l, ref, r.out);
     gpu_fwd_result_free(&r);
     gpu_session_close(g);
     /* the ceiling on the same indices and offsets, read as int64 and as int32 */
@@ -142,11 +227,12 @@ int main(int argc, char **argv)
     for (int wi = 0; wi < 2; wi++) {
       st = gather_ceiling_run(&b, &l, wi ? TBE_I32 : TBE_I64, REPS, &ceil_ms[wi], &unroll[wi],
                               cout);
-      cbad[wi] = st.code == TBE_OK ? mismatches(&b, &l, cout) : -1;
+      cbad[wi] = st.code == TBE_OK ? mismatches(&b, &l, ref, cout) : -1;
       if (st.code != TBE_OK)
         fprintf(stderr, "%s: ceiling: %s\n", shapes[k], st.message);
     }
     free(cout);
+    free(ref);
     printf("%-3s %10.3f %9.0f %9.3f (u%d) %9.3f %9.3f (u%d) %9.3f  ours %s, ceiling %s, %s\n",
            shapes[k], ours, gbps(bytes, ours), ceil_ms[0], unroll[0], ours / ceil_ms[0],
            ceil_ms[1], unroll[1], ours / ceil_ms[1], bad ? "MISMATCH" : "bit-exact",
@@ -258,7 +344,9 @@ int main(int argc, char **argv)
     gpu_session_results(g, &r);
     int64_t w = 0;
     ref_bounds_check(&b, &l, TBE_BOUNDS_WARNING, &w);
-    int64_t bad = mismatches(&b, &l, r.out);
+    void *ref = reference(&b, &l);
+    int64_t bad = mismatches(&b, &l, ref, r.out);
+    free(ref);
     const long long warned = (long long)r.warnings;
     gpu_fwd_result_free(&r);
     gpu_session_close(g);

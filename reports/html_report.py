@@ -13,7 +13,8 @@ commits from SQLite) and airspeed velocity (speed history with step flags): the 
 campaign; the summary per engine pair and path, whose cells link to the details; the failures
 with their violations and replay command; the error/bound ratios per bound-checked path on a
 log scale beside the 1.0 line, and the bit-exact fraction of the bitwise paths; numeric drift
-and speed across commits; flaky cases. Plots are matplotlib figures in its SVG backend.
+and speed across commits, and the forward sweep (ours / the gather ceiling, a quotient of two of
+perf_drift's times, per axis); flaky cases. Plots are matplotlib figures in its SVG backend.
 """
 
 import argparse
@@ -31,6 +32,8 @@ QUERIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queries")
 MAX_DETAILED = 20     # failures shown in full (the rest: one row each)
 MAX_LISTED = 500      # failures and bit changes listed at all
 MAX_VIOLATIONS = 10   # violations shown per failure (as run's --max-violations default)
+SWEEP = "SW-"         # the forward sweep's shapes (cases/bench.cases: SW-base, SW-<axis><value>,
+                      # SW-<variant>), timed by gpu_forward_bench --sweep
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0 2em 3em;color:#222;max-width:1200px}
@@ -239,6 +242,69 @@ def perf_plot(plt, shape, series, labels):
     a2.legend(fontsize=7, loc="best")
     fig.suptitle(f"{shape} ({next(iter(series))[2]})", fontsize=10)
     return svg(plt, fig, f"perf-{shape}")
+
+
+def sweep_points(perf):
+    """The forward sweep at the latest code of each machine that ran it: {machine: (code,
+    [(shape, ours ms, ceiling ms)])} from perf_drift's gpu:forward and ceiling:gather figures of
+    the SW- shapes in their own configuration; a shape without both figures is left out."""
+    ms = {}
+    for r in perf:
+        if r["shape"].startswith(SWEEP) and r["config"] == "default" and \
+                r["kernel"] in ("gpu:forward", "ceiling:gather"):
+            at = ms.setdefault(r["machine"], {}).setdefault(r["ord"], (r["code"], {}))
+            at[1].setdefault(r["shape"], {})[r["kernel"]] = float(r["ms"])
+    out = {}
+    for machine, codes in ms.items():
+        code, shapes = codes[max(codes)]
+        points = [(shape, k["gpu:forward"], k["ceiling:gather"]) for shape, k in shapes.items()
+                  if len(k) == 2]
+        if points:
+            out[machine] = (code, points)
+    return out
+
+
+def sweep_plot(plt, machine, code, points):
+    """ours / ceiling time per sweep point: one panel per numeric axis (SW-L64: axis L, value 64,
+    log2 scale; an axis is capitals, as the letters of TBE_SEMANTICS.md), one for the other
+    variants (SW-fp32), each with the 1.0 line (level with the
+    ceiling) and SW-base's ratio dotted. None when there is nothing beside SW-base."""
+    axes, variants, base = {}, [], None
+    for shape, ours, ceiling in sorted(points):
+        rest, ratio = shape[len(SWEEP):], ours / ceiling
+        m = re.fullmatch(r"([A-Z]+)([0-9]+)", rest)
+        if rest == "base":
+            base = ratio
+        elif m:
+            axes.setdefault(m.group(1), []).append((int(m.group(2)), ratio))
+        else:
+            variants.append((rest, ratio))
+    panels = sorted(axes) + (["variants"] if variants else [])
+    if not panels:
+        return None
+    fig, axs = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 2.6), sharey=True,
+                            squeeze=False)
+    for a, name in zip(axs[0], panels):
+        if name == "variants":
+            a.plot(range(len(variants)), [r for _, r in variants], "o", color="#5577aa")
+            a.set_xticks(range(len(variants)))
+            a.set_xticklabels([v for v, _ in variants], rotation=20, ha="right", fontsize=7)
+        else:
+            pts = sorted(axes[name])
+            a.plot([v for v, _ in pts], [r for _, r in pts], "o-", color="#5577aa",
+                   markersize=4)
+            a.set_xscale("log", base=2)
+            a.set_xticks([v for v, _ in pts])
+            a.set_xticklabels([str(v) for v, _ in pts], rotation=45, fontsize=7)
+            a.minorticks_off()
+            a.set_xlabel(name)
+        a.axhline(1.0, color="#888888", linestyle="--", linewidth=1, label="level")
+        if base is not None:
+            a.axhline(base, color="#ee9933", linestyle=":", linewidth=1.2, label="SW-base")
+    axs[0][0].set_ylabel("ours / ceiling (time)")
+    axs[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"forward sweep at {code} ({machine})", fontsize=10)
+    return svg(plt, fig, f"sweep-{machine}")
 
 
 # ---- sections ----
@@ -488,12 +554,31 @@ def section_drift(plt, drift, changes, labels):
     return "\n".join(out)
 
 
+def section_sweep(plt, perf):
+    """The forward sweep's plot and table per machine (sweep_points), or nothing without one."""
+    out = []
+    for machine, (code, points) in sweep_points(perf).items():
+        plot = sweep_plot(plt, machine, code, points)
+        out.append(f'<h3 id="sweep-{anchor(machine)}">Forward sweep at {esc(code)} on '
+                   f'{esc(machine)}: ours / the gather ceiling on the same data</h3>')
+        if plot:
+            out.append(f'<figure id="sweep-plot-{anchor(machine)}">{plot}</figure>')
+        rows = [{"shape": shape, "ours": f"{ours:.4f}", "ceiling": f"{ceiling:.4f}",
+                 "ratio": f"{ours / ceiling:.3f}"} for shape, ours, ceiling in points]
+        cols = [("shape", "shape"), ("ours", "ours ms"), ("ceiling", "ceiling:gather ms"),
+                ("ratio", "ours / ceiling")]
+        out.append(table(cols, rows, lambda r: f' data-sweep="{esc(r["shape"])}"'))
+    return "\n".join(out)
+
+
 def section_perf(plt, perf, labels):
     out = heading("perf", "Speed across commits",
                   'Benchmark figures (bench/ with --db) per shape, kernel and configuration, against '
                   'commit order. A step is flagged (after asv) when a commit is slower than the previous '
                   '(up to) 5 by more than their spread, at least 5%: <b>regression</b> when the next '
-                  'commit stays slow, <b>regression?</b> on the latest commit.')
+                  'commit stays slow, <b>regression?</b> on the latest commit. The forward sweep '
+                  '(the SW- shapes of cases/bench.cases) is drawn at its latest code as ours / '
+                  'the gather ceiling per axis: 1 is level, above 1 slower.')
     if not perf:
         return "\n".join(out + ["<p>No benchmark figures in this database.</p>"])
     shapes = {}
@@ -503,6 +588,7 @@ def section_perf(plt, perf, labels):
     figs = [f'<figure id="perf-{anchor(shape, machine)}">{perf_plot(plt, shape, series, labels)}'
             f'</figure>' for (shape, machine), series in shapes.items()]
     out.append('<div class="plots">' + "\n".join(figs) + "</div>")
+    out.append(section_sweep(plt, perf))
     flagged = [r for r in perf if r["flag"]]
     out.append(f'<p id="regressions">{len(flagged)} flagged step{"s" if len(flagged) != 1 else ""}'
                + "".join(f'<br><b>{esc(r["flag"])}</b>: {esc(r["shape"])} {esc(r["kernel"])} '
