@@ -20,6 +20,8 @@
 #   triton    torchrec's Triton TBE (ext.triton, from the checkout carried in .torchrec/) over
 #             cases/triton.cases and cases/triton_vectors.cases through ref,ext.triton, their
 #             reports, the raw outputs (TBECHECK_TRITON_DUMP) and Triton's compiled kernels
+#   sweep     the forward sweep (gpu_forward_bench --sweep: ours against the gather ceiling on
+#             the SW- shapes of cases/bench.cases, one axis at a time)
 #   wait      waits for the parts run in the background before it
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
@@ -191,9 +193,21 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         while read -r line; do note "" "$line"; done < <(grep -E "^(ext|ref)" "$LOGS/$f.txt" |
           cut -c1-120)
       done
-      # the kernels' TTGIR and PTX, where their reduction orders and fused products can be read
-      find "$LOGS/triton_cache" \( -name '*.cubin' -o -name '*.llir' \) -delete
-      note triton "see logs/triton*.txt; raw outputs in logs/triton_dump/, kernels in logs/triton_cache/" ;;
+      # the raw outputs, and the kernels' TTGIR and PTX (where their reduction orders and fused
+      # products can be read), each its own file beside logs.tgz, in parts of 15 MB
+      find "$LOGS/triton_cache" -type f ! -name '*.ttgir' ! -name '*.ptx' -delete
+      tar -czf "$OUT/triton_kernels.tgz" -C "$LOGS" triton_cache triton_dump &&
+        rm -rf "$LOGS/triton_cache" "$LOGS/triton_dump"
+      [ "$(stat -c %s "$OUT/triton_kernels.tgz")" -gt 15000000 ] &&
+        split -b 15M "$OUT/triton_kernels.tgz" "$OUT/triton_kernels.tgz." &&
+        rm "$OUT/triton_kernels.tgz"
+      note triton "see logs/triton*.txt; raw outputs and kernels in triton_kernels.tgz*" ;;
+    sweep)
+      timeout "$(left)" build-gpu/bench/gpu_forward_bench --sweep --db "$LOGS/sweep.db" \
+        >"$LOGS/sweep.txt" 2>&1 || failed
+      while read -r line; do note "" "$line"; done < <(grep -E "^SW-" "$LOGS/sweep.txt" |
+        cut -c1-100)
+      note sweep "see logs/sweep.txt" ;;
     bwdbench)
       timeout "$(left)" build-gpu/bench/gpu_backward_bench ${BWD_ONLY:+--only "$BWD_ONLY"} \
         --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1
