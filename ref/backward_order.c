@@ -1,5 +1,6 @@
 /* backward_order.c: the backward in another implementation's order (backward_order.h: FBGEMM's
- * CPU TBE), the model an external engine is held to bit for bit. Not backward.c's order.
+ * CPU TBE here, the Triton TBE's in backward_order_triton.c), the model an external engine is held
+ * to. Not backward.c's order.
  *
  * A model, not a hot path: one group, row and column at a time, the plainest loops that spell
  * the order (groups depend on each other: a later one sees an earlier one's update).
@@ -13,6 +14,13 @@
 #include "half.h"
 
 int ref_order_backward_is_normative(ref_order o) { return o == REF_ORDER_NORMATIVE; }
+
+int ref_backward_order_declines(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                                const ref_bwd_config *cfg, const char *output, char *why,
+                                size_t n)
+{
+  return o == REF_ORDER_TRITON && ref_backward_triton_declines(b, l, cfg, output, why, n);
+}
 
 /* One lookup of a group: its row and where it lies (bag, position); seq keeps their order. */
 typedef struct {
@@ -167,9 +175,8 @@ tbe_status ref_backward_order(ref_order o, tbe_batch *b, const tbe_layout *l,
 {
   if (o == REF_ORDER_NORMATIVE)
     return ref_backward(b, l, cfg, grad_output, momentum, psw_grad, NULL);
-  if (o != REF_ORDER_FBGEMM_CPU)
-    return tbe_error(TBE_EINVAL, "order", -1, "ref/ has no %s model of the backward",
-                     ref_order_name(o));
+  if (o == REF_ORDER_TRITON)
+    return ref_backward_triton(b, l, cfg, grad_output, momentum, psw_grad, NULL, NULL);
   tbe_status s = fbgemm_refuses(b, cfg);
   float *G = s.code == TBE_OK ? malloc(sizeof(float) * (size_t)(l->out_elems + 1)) : NULL;
   if (s.code == TBE_OK && !G)

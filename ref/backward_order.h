@@ -1,6 +1,6 @@
 /* backward_order.h: the backward and optimizer in another implementation's order (FBGEMM's CPU
- * TBE), the model an external engine's updated weights, momentum and per-sample-weight
- * gradients are held to bit for bit. Not the normative backward (backward.h).
+ * TBE, torchrec's Triton TBE), the model an external engine's updated weights, momentum and
+ * per-sample-weight gradients are held to. Not the normative backward (backward.h).
  *
  * FBGEMM CPU (fbgemm-gpu-cpu 1.8.0, measured bit for bit by harness/check/ext/fbgemm_check.py):
  *   - features go in groups, maximal runs of consecutive features of one table; each group
@@ -31,10 +31,41 @@ int ref_order_backward_is_normative(ref_order o);
 
 /* The backward and optimizer of b in order o, with ref_backward's contract for weights,
  * momentum and psw_grad (the deterministic combine: o's own order). TBE_EINVAL where o has no
- * model of it (Triton's, bf16 or stochastic rounding for FBGEMM's CPU, a pruned row, which
- * FBGEMM's CPU refuses). */
+ * model of it (bf16 or stochastic rounding for FBGEMM's CPU, a pruned row, which FBGEMM's CPU
+ * refuses; for Triton's, ref_backward_triton's). */
 tbe_status ref_backward_order(ref_order o, tbe_batch *b, const tbe_layout *l,
                               const ref_bwd_config *cfg, const void *grad_output,
                               float *momentum, float *psw_grad);
+
+/* 1, with the reason in why[n], when order o's model cannot know output (weights, momentum or
+ * psw_grad) of b, though it computes one (ref_backward_triton_declines). */
+int ref_backward_order_declines(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                                const ref_bwd_config *cfg, const char *output, char *why,
+                                size_t n);
+
+/* torchrec's Triton TBE (backward_order_triton.c; ../shared/reference/triton_tbe.md 3, 4): one
+ * warp per run; runs of fewer than 256 entries summed in buffers of 8 rows (16 weighted) from +0,
+ * a buffer by tl.sum (each lane its rows in order, then butterfly shuffles; weighted, the second
+ * product rounded and the first fused onto it), then the rest one at a time (g + x, or
+ * fma(x, w, g)); longer runs in chunks of 256 so summed, added onto +0 by atomics in any order;
+ * SGD fma(-lr, g, w); row-wise Adagrad with the sum of squares as tl.sum over BLOCK_SIZE (per
+ * lane below 32 lanes of columns, each column taking its lane's), m + s / D by div.full,
+ * lr / (sqrt.approx(m) + eps), fma(-rate, g, w), lane 0's momentum stored; psw_grad the same
+ * 1-D sum of row * grad_output, lane 0's. The weights' pairing through an unstable sort and the
+ * stochastic rounding are not knowable (ref_backward_triton_declines). Where the GPU's own
+ * arithmetic is approximate (div.full, sqrt.approx) or its order free (three or more chunks), the
+ * model computes in IEEE fp32 in its order and w_slack / m_slack (when given; [weights] and
+ * [ref_bwd_rows(b)]) hold how far the GPU's stored values may lie from the model's: 0 where the
+ * model is bitwise. TBE_EINVAL for what it has no model of (MEAN, BLOCK_SIZE below 4, a pruned
+ * row of the first table). */
+tbe_status ref_backward_triton(tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                               const void *grad_output, float *momentum, float *psw_grad,
+                               double *w_slack, double *m_slack);
+
+/* 1, with the reason in why[n], when the Triton model cannot know output (weights, momentum or
+ * psw_grad) of b: stochastic rounding, or a row looked up with different per-sample weights. */
+int ref_backward_triton_declines(const tbe_batch *b, const tbe_layout *l,
+                                 const ref_bwd_config *cfg, const char *output, char *why,
+                                 size_t n);
 
 #endif

@@ -33,6 +33,18 @@ static tbe_batch one_bag(tbe_dtype wt, tbe_dtype out, int64_t n, const int64_t *
   return tb_build(&s);
 }
 
+/* One bag of table 0 (E = 8, D = 1) beside an unread table 1 of D = 128, which makes the
+ * Triton TBE's BLOCK_SIZE 128. */
+static tbe_batch one_bag_block128(const int64_t *idx, const float *psw)
+{
+  static int64_t E[2] = {8, 8}, off[2] = {0, 4};
+  static int32_t D[2] = {1, 128}, map[1] = {0};
+  tb_spec s = {.num_tables = 2, .E = E, .D = D, .wdtype = TBE_FP32, .T = 1, .map = map, .B = 1,
+               .itype = TBE_I64, .N = 4, .indices = idx, .offsets = off, .psw = psw,
+               .pool = TBE_POOL_SUM, .out_dtype = TBE_FP32, .weight_fn = crafted};
+  return tb_build(&s);
+}
+
 /* The model's output (one element) as a double, and whether it lies in its order's bound. */
 static double model(ref_order o, tbe_batch *b, int *inside)
 {
@@ -103,15 +115,20 @@ int main(void)
         model(REF_ORDER_TRITON, &b, &in), in ? "inside the bound" : "outside");
   CHECK(normative(&b) == 1.0 + 0x1p-10, "normative: %.17g", normative(&b));
   tbe_batch_free(&b);
-  /* Triton, weighted: the first pair of a group is r_a * w_a then fma(r_b, w_b, .): in column 0
-   * (a, b) = (0, 1). r0 * w0 = 1 + 2^-22 + 2^-46 rounds to 1 + 2^-22 first; had the fma taken it
-   * (a, b) = (1, 0), the 2^-46 would survive r1 * w1 = -(1 + 2^-22) and be the result */
+  /* Triton, weighted: the first pair of a group is r_a * w_a then fma(r_b, w_b, .). r0 * w0 =
+   * 1 + 2^-22 + 2^-46: with (a, b) = (1, 0), BLOCK_SIZE below 128, the fma takes it whole and
+   * its 2^-46 survives r1 * w1 = -(1 + 2^-22); with (0, 1), column 0 at BLOCK_SIZE 128, it is
+   * rounded to 1 + 2^-22 first and the pair cancels */
   const float psw[4] = {1.0f + 0x1p-23f, 1.0f, 0.0f, 0.0f};
   w_at[0][0] = 1.0 + 0x1p-23;
   w_at[0][1] = -(1.0 + 0x1p-22);
   w_at[0][2] = w_at[0][3] = 0.0;
   b = one_bag(TBE_FP32, TBE_FP32, 4, four, psw, 1);
-  CHECK(model(REF_ORDER_TRITON, &b, &in) == 0.0 && in, "triton weighted pair: %.17g",
+  CHECK(model(REF_ORDER_TRITON, &b, &in) == 0x1p-46 && in, "triton weighted pair, BLOCK 1: %.17g",
+        model(REF_ORDER_TRITON, &b, &in));
+  tbe_batch_free(&b);
+  b = one_bag_block128(four, psw);
+  CHECK(model(REF_ORDER_TRITON, &b, &in) == 0.0 && in, "triton weighted pair, BLOCK 128: %.17g",
         model(REF_ORDER_TRITON, &b, &in));
   tbe_batch_free(&b);
   /* Triton reads a pruned row (-1) of table 1 as table 0's last row; of table 0 it would read

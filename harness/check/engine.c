@@ -469,20 +469,40 @@ static tbe_status eng_twin_backward_order(const gen_bwd *bwd, const tbe_batch *b
   void *weights = malloc((size_t)nw * wsize + 1);
   float *mom = bwd->momentum ? malloc(sizeof(float) * (size_t)(rows + 1)) : NULL;
   float *psw = b->per_sample_weights ? calloc((size_t)b->N + 1, sizeof(float)) : NULL;
+  /* the Triton model's weights and momentum carry their slack: held within it, not bitwise */
+  const int slack = t->order == REF_ORDER_TRITON && (w || m);
+  double *ws = slack ? malloc(sizeof(double) * (size_t)(nw + 1)) : NULL;
+  double *ms = slack ? malloc(sizeof(double) * (size_t)(rows + 1)) : NULL;
   tbe_status s = tbe_ok();
-  if (!weights || (bwd->momentum && !mom) || (b->per_sample_weights && !psw))
+  if (!weights || (bwd->momentum && !mom) || (b->per_sample_weights && !psw) ||
+      (slack && (!ws || !ms)))
     s = tbe_error(TBE_ENOMEM, "model", -1, "cannot copy the weights");
   if (s.code == TBE_OK) {
     memcpy(weights, b->weights, (size_t)nw * wsize);
     if (mom)
       memcpy(mom, bwd->momentum, sizeof(float) * (size_t)rows);
     copy.weights = weights;
-    s = ref_backward_order((ref_order)t->order, &copy, l, bwd->cfg, bwd->grad_output, mom, psw);
+    s = slack ? ref_backward_triton(&copy, l, bwd->cfg, bwd->grad_output, mom, psw, ws, ms)
+              : ref_backward_order((ref_order)t->order, &copy, l, bwd->cfg, bwd->grad_output,
+                                   mom, psw);
   }
-  t->bits = w ? weights : m ? (void *)mom : (void *)psw;
-  if (!w)
+  if (s.code == TBE_OK && slack) {
+    t->exact = malloc(sizeof(double) * (size_t)(t->n + 1));
+    if (!t->exact)
+      s = tbe_error(TBE_ENOMEM, "model", -1, "cannot widen %lld values", (long long)t->n);
+    for (int64_t i = 0; t->exact && i < t->n; i++)
+      t->exact[i] = m ? (double)mom[i] : cmp_value(b->wdtype, weights, i);
+    t->bound = m ? ms : ws;
+    free(m ? ws : ms);
+    ws = ms = NULL;
+  }
+  if (!slack)
+    t->bits = w ? weights : m ? (void *)mom : (void *)psw;
+  free(ws);
+  free(ms);
+  if (!w || slack)
     free(weights);
-  if (!m)
+  if (!m || slack)
     free(mom);
   if (w || m)
     free(psw);
@@ -677,16 +697,24 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
                               const eng_part *p, eng_kind k, const eng_output *want,
                               eng_twins *tw, const tbe_batch *b, const tbe_layout *l)
 {
-  cmp_metric m = k == ENG_BOUND ? CMP_BOUND : CMP_BITWISE;
   const char *baseline = eng_baseline(k);
   char why[320] = "";
   const eng_twin *t = NULL;
   tbe_status s = tbe_ok();
+  if (k == ENG_MODEL && e >= ENG_EXT && tw->bwd && strcmp(got->name, "output") &&
+      ref_backward_order_declines((ref_order)x->order[e], b, l, tw->bwd->cfg, got->name, why,
+                                  sizeof why))
+    return eng_note(res, e, baseline, p->path, got->name, ENG_UNSUPPORTED,
+                    "the %s model of %s: %s", ref_order_name((ref_order)x->order[e]),
+                    got->name, why);
   if (k != ENG_BITWISE)
     s = eng_twin_get(tw, b, l, p->path, got->name, k, got->small,
                      e >= ENG_EXT ? x->order[e] : -1, &t, why, sizeof why);
   if (s.code != TBE_OK)
     return s;
+  /* a model with slack (its exact values and bounds) is held within it */
+  const int within = k == ENG_BOUND || (t && t->exact);
+  cmp_metric m = within ? CMP_BOUND : CMP_BITWISE;
   if (k == ENG_BITWISE && !want)
     return eng_note(res, e, baseline, p->path, got->name, ENG_FAIL, "the reference has no %s: %s",
                     got->name, eng_missing_why(tw->ref));
@@ -708,20 +736,18 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   }
   void *own[4] = {NULL, NULL, NULL, NULL};
   const void *g = eng_gather(got->data, size, p->sel, p->n, &own[0]);
-  const void *w = k == ENG_BOUND ? NULL
-                                 : eng_gather(t ? t->bits : want->data, size, p->sel, p->n, &own[1]);
-  const double *ex = k == ENG_BOUND ? eng_gather(t->exact, sizeof(double), p->sel, p->n, &own[2])
-                                    : NULL;
-  const double *bd = k == ENG_BOUND ? eng_gather(t->bound, sizeof(double), p->sel, p->n, &own[3])
-                                    : NULL;
-  if (!g || (k != ENG_BOUND && !w) || (k == ENG_BOUND && (!ex || !bd)))
+  const void *w = within ? NULL
+                         : eng_gather(t ? t->bits : want->data, size, p->sel, p->n, &own[1]);
+  const double *ex = within ? eng_gather(t->exact, sizeof(double), p->sel, p->n, &own[2]) : NULL;
+  const double *bd = within ? eng_gather(t->bound, sizeof(double), p->sel, p->n, &own[3]) : NULL;
+  if (!g || (!within && !w) || (within && (!ex || !bd)))
     s = tbe_error(TBE_ENOMEM, "compare", -1, "cannot gather %lld elements", (long long)p->n);
   if (s.code == TBE_OK)
     s = cmp_init(&c->cmp, m, x->opt.max_violations);
   if (s.code == TBE_OK) {
     c->has_digest = 1;
     c->digest = eng_fnv1a(ENG_FNV_SEED, g, (size_t)p->n * size);
-    if (k == ENG_BOUND)
+    if (within)
       cmp_bound(&c->cmp, got->dtype, ex, bd, g, p->n);
     else if (got->is_int)
       cmp_bitwise_int(&c->cmp, got->itype, w, g, p->n);
@@ -749,18 +775,20 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   if (c->cmp.violations && c->n_violations) {
     const eng_violation *v = &c->violations[0];
     c->status = ENG_FAIL;
-    if (k == ENG_BOUND && c->cmp.no_bound)
+    if (within && c->cmp.no_bound)
       snprintf(c->reason, sizeof c->reason,
                "%lld of %lld elements outside the bound, %lld of them without a finite bound; "
-               "first at %s: exact %.17g, got %.9g, bound %.3g",
+               "first at %s: %s %.17g, got %.9g, bound %.3g",
                (long long)c->cmp.violations, (long long)c->cmp.elements,
-               (long long)c->cmp.no_bound, v->coordinates, v->v.expected, v->v.got, v->v.bound);
-    else if (k == ENG_BOUND)
+               (long long)c->cmp.no_bound, v->coordinates, baseline, v->v.expected, v->v.got,
+               v->v.bound);
+    else if (within)
       snprintf(c->reason, sizeof c->reason,
                "%lld of %lld elements outside the bound (worst ratio %.3g); first at %s: "
-               "exact %.17g, got %.9g, bound %.3g",
+               "%s %.17g, got %.9g, bound %.3g",
                (long long)c->cmp.violations, (long long)c->cmp.elements,
-               c->cmp.worst_bound_ratio, v->coordinates, v->v.expected, v->v.got, v->v.bound);
+               c->cmp.worst_bound_ratio, v->coordinates, baseline, v->v.expected, v->v.got,
+               v->v.bound);
     else
       snprintf(c->reason, sizeof c->reason,
                "%lld of %lld elements differ (max %lld ulp); first at %s: %s %.9g, %s %.9g",
