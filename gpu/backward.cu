@@ -88,10 +88,10 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
       if (key != (uint64_t)w.sentinel) {
         const int32_t len = w.run_len[r];
         if (bwd_is_short(w, len)) {
-          if (!DIRECT) {
+          if constexpr (!DIRECT) {
             table = key_table(w, key);
             k = w.bucket ? bucket_of(w.b.D[table]) : wide;
-            mine.s[k % S] = 1;
+            mine.s[k] = 1;
             kind = 1;
           }
         } else {
@@ -107,18 +107,19 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
     const counts_t zero = {};
     scan_t(tmp).ExclusiveScan(mine, excl, zero, cls_add<S>(), total);
     if (threadIdx.x == 0) {
-      for (int b = 0; b < (DIRECT ? 0 : S); b++)
-        base.s[b] = total.s[b] ? atomicAdd(&w.counts->shorts[b], total.s[b]) : 0;
+      if constexpr (!DIRECT)
+        for (int b = 0; b < S; b++)
+          base.s[b] = total.s[b] ? atomicAdd(&w.counts->shorts[b], total.s[b]) : 0;
       base.l = total.l ? atomicAdd(&w.counts->longs, total.l) : 0;
       base.c = total.c ? atomicAdd(&w.counts->chunks, total.c) : 0;
     }
     __syncthreads();
     if (kind) {
       const bwd_run run = {w.run_start[r], w.run_len[r], table, 0, bwd_key(w, r)};
-      if (kind == 1)
-        w.shorts[w.short_base[k] + base.s[k % S] + excl.s[k % S]] = run;
-      else
+      if (kind == 2)
         w.longs[base.l + excl.l] = {run, (int32_t)(base.c + excl.c), chunks};
+      else if constexpr (!DIRECT) /* kind 1, a short run: DIRECT has none */
+        w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = run;
     }
     __syncthreads();
   }

@@ -184,6 +184,15 @@ __host__ __device__ inline bool bwd_plain(const dev_bwd &w)
          w.b.psw == nullptr;
 }
 
+/* The short tier's common case, whose kernel is built for it (short_kernel's FAST): the plain
+ * gather (bwd_plain) with vector loads, fp16 weights, row-wise Adagrad, no stochastic
+ * rounding. */
+inline bool bwd_fast(const dev_bwd &w)
+{
+  return w.vec == 4 && bwd_plain(w) && w.b.wdtype == TBE_FP16 &&
+         w.opt.kind == REF_OPT_ROWWISE_ADAGRAD && !w.opt.sr;
+}
+
 /* How a group covers a row of next_pow2(D) = 2^K columns, VEC (1 or 4) consecutive columns per
  * load: W lanes, CPL chunks per lane; lane l's chunk c holds columns VEC*(l + W*c) + v. Rows of
  * 4..64 chunks use 16 lanes (two rows per warp), wider ones 32. */
@@ -277,15 +286,6 @@ __device__ __forceinline__ void bwd_sum(const dev_bwd &w, int32_t s, int32_t e, 
     }
   }
 }
-
-/* Floats per group of the kernels' shared rows (the sum of squares' staging): the row, padded
- * so that the groups of a warp start on different banks (stride = W mod 32 banks, for W of 4
- * to 16 with vector loads), a multiple of 4 so every row stays 16-byte aligned. */
-template <int W, int CPL, int VEC> struct bwd_stage {
-  static constexpr int COLS = W * CPL * VEC;
-  static constexpr int STRIDE =
-      COLS + (VEC == 4 && W >= 4 && W < 32 ? ((W - COLS % 32) % 32 + 32) % 32 : 0);
-};
 
 /* Calls f(integral_constant VEC, integral_constant K) for the bucket k of a call's VEC. */
 template <int V> struct bwd_ic {

@@ -109,8 +109,7 @@ template <int VEC> __device__ __forceinline__ void part_load(const float *p, flo
 /* Long run i's row gradient from its partials, then its optimizer step (one group; the lanes
  * in mask call it together; a group that is not live stores nothing). */
 template <int W, int CPL, int VEC>
-__device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsigned mask,
-                          bool live)
+__device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, bool live)
 {
   const bwd_long L = w.longs[i];
   const bwd_run &r = L.r;
@@ -156,17 +155,14 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, float *x, int lane, unsig
       }
     }
   }
-  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, x, lane, mask,
-                              live);
+  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, lane, mask, live);
 }
 
 template <int W, int CPL, int VEC, int U, bool PLAIN>
 __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 {
-  __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu, mask = bwd_group_mask<W>();
-  float *x = rows[threadIdx.x / W];
   const int64_t n = w.counts->chunks;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   const int64_t lag = (threadIdx.x % 32) / W; /* as in short_kernel: the warp steps together */
@@ -228,20 +224,19 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     last = __shfl_sync(full, last, 0, W);
     if (last) { /* this group alone: its own mask */
       __threadfence();
-      apply_run<W, CPL, VEC>(w, ch.lrun, x, lane, mask, true);
+      apply_run<W, CPL, VEC>(w, ch.lrun, lane, mask, true);
     }
   }
 }
 
 template <int W, int CPL, int VEC> __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
 {
-  __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
   const int lane = threadIdx.x % W;
   const int64_t n = w.counts->longs;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   const int64_t lag = (threadIdx.x % 32) / W; /* as in short_kernel: the warp steps together */
   for (int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; i - lag < n; i += groups)
-    apply_run<W, CPL, VEC>(w, i < n ? i : 0, rows[threadIdx.x / W], lane, 0xffffffffu, i < n);
+    apply_run<W, CPL, VEC>(w, i < n ? i : 0, lane, 0xffffffffu, i < n);
 }
 
 } // namespace

@@ -21,20 +21,28 @@ namespace {
 
 const int BLOCK = 128;
 
-/* policy: the loads ahead (below) pay only where they cost no occupancy: rows of 128 columns
- * keep their resident blocks under a register cap, while 64 columns lose a block and 256 spill,
- * so those load as before (each run's head when it starts, its weights after its sum). The
- * measurements behind it: bench/RESULTS.md, the backward's policy evidence. */
-constexpr bool short_ahead(int cols, int vec)
+/* The common-case kernel (FAST) with two rows in flight: the leanest in registers. */
+__host__ __device__ constexpr bool short_lean(bool fast, int u)
 {
-  return vec == 4 && cols == 128;
+  return fast && u <= 2;
 }
 
-/* policy: the blocks per SM that the register cap keeps resident: 5 for the loads ahead (96
- * registers, no spill), 6 for rows of 64 columns (80 registers, as the kernel had before them) */
-constexpr int short_min_blocks(int cols, int vec)
+/* policy: the loads ahead (below) pay only where they cost no occupancy: rows of 128 columns
+ * keep their resident blocks under a register cap, while 64 columns lose a block and 256 spill,
+ * so those load as before (each run's head when it starts, its weights after its sum); the lean
+ * kernel keeps its blocks with them at 64 columns too (short_min_blocks). The measurements
+ * behind it: bench/RESULTS.md, the backward's policy evidence. */
+__host__ __device__ constexpr bool short_ahead(int cols, int vec, bool lean)
 {
-  return short_ahead(cols, vec) ? 5 : vec == 4 && cols == 64 ? 6 : 1;
+  return vec == 4 && (cols == 128 || (lean && cols == 64));
+}
+
+/* policy: the blocks per SM that the register cap keeps resident, each the most that ptxas
+ * meets without a spill (ptxas -v; more resident warps hide more of a run's memory latency):
+ * rows of 128 columns 6 lean, else 5; rows of 64 columns 8 lean, else 6. */
+constexpr int short_min_blocks(int cols, int vec, bool lean)
+{
+  return vec != 4 ? 1 : cols == 128 ? (lean ? 6 : 5) : cols == 64 ? (lean ? 8 : 6) : 1;
 }
 
 /* Run i of the tier's n: the list's descriptor, or (DIRECT) the encode's run i, empty where it
@@ -76,22 +84,24 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
 }
 
 /* The groups of a warp step together: the warp runs while its first group has a run, and
- * each run is walked for the warp's longest (bwd_sum's span), so every shuffle and warp sync
- * has the constant full mask (a per-group mask makes the compiler wrap each one in a
- * convergence loop). With AHEAD a group's runs go through a three-stage pipeline, so that one
- * trip to memory is waited for per run, not four: the descriptor two runs ahead, the head one
- * run ahead, then this run's gradient rows with its weights and momentum loaded beside them.
- * Without it the descriptor is one run ahead. Runs are counted in int32 (fewer than N < 2^31).
- * DIRECT: the runs are the encode's, every one of them, the long and the sentinel's empty. */
-template <int W, int CPL, int VEC, int U, bool PLAIN, bool DIRECT,
-          bool AHEAD = short_ahead(W * CPL * VEC, VEC)>
-__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
+ * each run is walked for the warp's longest (bwd_sum's span), so every shuffle has the constant
+ * full mask (a per-group mask makes the compiler wrap each one in a convergence loop). With
+ * AHEAD a group's runs go through a three-stage pipeline, so that one trip to memory is waited
+ * for per run, not four: the descriptor two runs ahead, the head one run ahead, then this run's
+ * gradient rows with its weights and momentum loaded beside them. Without it the descriptor is
+ * one run ahead. Runs are counted in int32 (fewer than N < 2^31). DIRECT: the runs are the
+ * encode's, every one of them, the long and the sentinel's empty. FAST (bwd_fast holds): the
+ * plain gather, fp16 weights, row-wise Adagrad without stochastic rounding, all as constants;
+ * the same operations as the generic kernel's on those cases, without their tests. */
+template <int W, int CPL, int VEC, int U, bool FAST, bool DIRECT>
+__global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, short_lean(FAST, U)))
     short_kernel(dev_bwd w, int k)
 {
-  __shared__ __align__(16) float rows[BLOCK / W][bwd_stage<W, CPL, VEC>::STRIDE];
+  constexpr bool AHEAD = short_ahead(W * CPL * VEC, VEC, short_lean(FAST, U));
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu;
-  float *x = rows[threadIdx.x / W];
+  const tbe_dtype wt = FAST ? TBE_FP16 : w.b.wdtype;
+  const dev_opt o = dev_opt_as<FAST>(w.opt);
   const int32_t n = DIRECT ? w.counts->num_runs : (int32_t)w.counts->shorts[k];
   const bwd_run *list = DIRECT ? nullptr : w.shorts + w.short_base[k];
   const int32_t groups = (int32_t)gridDim.x * (BLOCK / W);
@@ -108,22 +118,22 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC))
       next = short_run<DIRECT>(w, list, far, n);
       h = short_head_load<DIRECT>(w, r, lane);
     }
-    float *m = w.momentum ? w.momentum + r.key : nullptr;
+    /* FAST: row-wise Adagrad, so the momentum is there (gpu_bwd_open requires it) */
+    float *m = (FAST || w.momentum) ? w.momentum + r.key : nullptr;
     dev_row<W, CPL, VEC, AHEAD> wr;
     short_head after{};
     if (AHEAD) {
-      dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
+      dev_row_load(wr, w.weights, wt, h.at, h.D, m, lane);
       after = short_head_load<DIRECT>(w, ahead, lane);
       next = ahead;
       ahead = short_run<DIRECT>(w, list, far, n);
     }
     float g[CPL][VEC];
     const int32_t span = W < 32 ? (int32_t)__reduce_max_sync(full, (unsigned)r.len) : r.len;
-    bwd_sum<W, CPL, VEC, U, PLAIN>(w, r.start, r.start + r.len, span, h.D, h.v0, g, lane, full);
+    bwd_sum<W, CPL, VEC, U, FAST>(w, r.start, r.start + r.len, span, h.D, h.v0, g, lane, full);
     if (!AHEAD) /* after the sum: fewer registers live across it */
-      dev_row_load(wr, w.weights, w.b.wdtype, h.at, h.D, m, lane);
-    dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, h.D, g, wr, m, r.key, x, lane, full,
-                                live);
+      dev_row_load(wr, w.weights, wt, h.at, h.D, m, lane);
+    dev_update_row<W, CPL, VEC>(o, w.weights, wt, h.D, g, wr, m, r.key, lane, full, live);
     if (AHEAD)
       h = after;
   }
@@ -135,29 +145,31 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
 {
   if (cap == 0)
     return tbe_ok();
-  const bool plain = bwd_plain(w);
+  const bool fast = bwd_fast(w);
   bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
     constexpr int VEC = decltype(vec)::value;
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int64_t want = (cap + BLOCK / S::W - 1) / (BLOCK / S::W);
     const unsigned blocks = (unsigned)std::min<int64_t>(want, gpu_bwd_max_blocks());
     /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
-    /* PLAIN only with vector loads: rows of a D not a multiple of 4 are rare, and each
-     * instantiation costs build time (P is false, the generic kernel, when VEC is 1) */
-    constexpr bool P = VEC == 4;
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
-      auto at = [&](auto direct) {
+      auto at = [&](auto fast_, auto direct) {
+        /* FAST only with vector loads (bwd_fast): VEC = 1 builds the generic kernel alone */
+        constexpr bool F = decltype(fast_)::value != 0 && VEC == 4;
         constexpr bool DIRECT = decltype(direct)::value != 0;
-        if (plain)
-          short_kernel<S::W, S::CPL, VEC, U, P, DIRECT><<<blocks, BLOCK, 0, stream>>>(w, k);
-        else
-          short_kernel<S::W, S::CPL, VEC, U, false, DIRECT><<<blocks, BLOCK, 0, stream>>>(w, k);
+        short_kernel<S::W, S::CPL, VEC, U, F, DIRECT><<<blocks, BLOCK, 0, stream>>>(w, k);
       };
-      if (w.direct_D)
-        at(bwd_ic<1>());
+      auto with_direct = [&](auto fast_) {
+        if (w.direct_D)
+          at(fast_, bwd_ic<1>());
+        else
+          at(fast_, bwd_ic<0>());
+      };
+      if (fast)
+        with_direct(bwd_ic<1>());
       else
-        at(bwd_ic<0>());
+        with_direct(bwd_ic<0>());
     };
     bwd_with_width<S::U>(w.short_width, go);
   });

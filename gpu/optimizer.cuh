@@ -4,10 +4,11 @@
  *
  * Order (the same IEEE fp32 operations as ref/optimizer.h, spelled with intrinsics): a group of
  * W lanes holds a row, lane l owning columns VEC*(l + W*c) + v (backward_impl.cuh, bwd_shape).
- * The momentum's sum of squares is the 32-lane scheme, through the group's shared memory:
- * scheme lane k chains fma over the columns d = k, k + 32, ... in ascending d (a lane past D
- * holds +0), then the butterfly s + s(k xor o) for o = 16 .. 1. Float addition is commutative,
- * so s_k + s_m equals s_m + s_k, and every scheme lane ends with the same value.
+ * The momentum's sum of squares is the 32-lane scheme, in registers and shuffles
+ * (dev_sum_squares): scheme lane k chains fma over the columns d = k, k + 32, ... in ascending
+ * d (a lane past D holds +0), then the butterfly s_k + s_(k xor o) for o = 16 .. 1; the lane
+ * holding scheme lane 0 does the reference's additions of the reference's operands, and every
+ * lane takes that lane's result.
  */
 #ifndef GPU_OPTIMIZER_CUH
 #define GPU_OPTIMIZER_CUH
@@ -27,6 +28,19 @@ struct dev_opt {
   int sr;
   uint32_t seed_lo, seed_hi, step;
 };
+
+/* The hyper-parameters as a kernel built for the common case sees them: FAST (row-wise Adagrad
+ * without stochastic rounding; the host picks such a kernel only where that holds) makes the
+ * optimizer's kind and the rounding constants, so the kernel tests neither at run time. */
+template <bool FAST> __device__ __forceinline__ dev_opt dev_opt_as(const dev_opt &o)
+{
+  dev_opt r = o;
+  if (FAST) {
+    r.kind = REF_OPT_ROWWISE_ADAGRAD;
+    r.sr = 0;
+  }
+  return r;
+}
 
 /* Philox4x32-10 (ref/philox.c): word 0 of the output for counter (col, row_lo, row_hi, step). */
 __device__ __forceinline__ uint32_t dev_sr_draw(const dev_opt &o, int32_t col, uint64_t row)
@@ -132,36 +146,115 @@ template <int W> __device__ __forceinline__ float dev_lane_butterfly(float s, un
   return s;
 }
 
-/* The 32-lane sum of squares of x[0..D) (a group's row in shared memory, D <= P): lane l of
- * the W stands for the scheme's lanes l + W*i; each sums its columns d = lane, lane + 32, ...
- * (unrolled to P's bound, predicated on D); the butterfly's steps o >= W pair lanes within one
- * thread, the rest go through shuffles. Every lane gets lane 0's result. */
-template <int W, int P>
-__device__ __forceinline__ float dev_sum_squares(const float *x, int32_t D, int lane, unsigned mask)
+/* How a group of W lanes holding a row as bwd_shape lays it out (lane l's value (c, v) is
+ * column d = VEC*(l + W*c) + v) holds the 32-lane scheme, whose lane k chains the columns
+ * d = 32*j + k.
+ * With T = W*VEC columns per chunk, column d's scheme lane is VEC*(l mod G) + v and its chain
+ * position l / G + R*c, where R = T/32 (1 when T <= 32) lanes share each chain and G = W/R.
+ * Lanes l and l + G*i (i < R) thus hold the same VEC scheme lanes at interleaved positions;
+ * dev_chain_split exchanges their values so that lane a + G*b keeps H = VEC/R whole chains,
+ * of scheme lanes k = VEC*a + H*b + u (its slots u < H). The butterfly's partner of k at step
+ * o is then slot u xor o of the same lane (o < H), lane l xor G*(o/H) (H <= o < VEC), lane
+ * l xor o/VEC (o >= VEC), or, for o >= T (rows under 32 columns), a scheme lane that no column
+ * reaches, +0 in the scheme. */
+template <int W, int CPL, int VEC> struct dev_lanes {
+  static constexpr int T = W * VEC;
+  static constexpr int R = T > 32 ? T / 32 : 1;
+  static constexpr int H = VEC / R, G = W / R;
+};
+
+/* One exchange of dev_chain_split between this lane and lane l xor m (m = G or 2G): of the
+ * pair (a, b) of this lane's values, the lane whose bit m is 0 keeps a, the other b, and each
+ * gets its partner's copy of that one. lo and hi: the kept value as the lane with bit m 0 and
+ * the lane with bit m 1 held it (the earlier and the later chain position). */
+__device__ __forceinline__ void dev_pair_swap(float a, float b, bool up, int m, int width,
+                                              unsigned mask, float &lo, float &hi)
 {
-  constexpr int V = 32 / W;
-  float s[V];
+  const float r = __shfl_xor_sync(mask, up ? a : b, m, width);
+  lo = up ? r : a;
+  hi = up ? b : r;
+}
+
+/* q[i*H + u] = this lane's slot u at chain position i + R*c (i < R), from yc, the group's
+ * values of chunk c as bwd_shape lays them out. R = 4 takes two exchanges: over lane bit 2G (the kept
+ * pairs are v and v + 2), then over lane bit G (v and v + 1), which leaves lane a + G*b with
+ * the chain of v = b, the copies of the lanes b' = 0, 1, 2, 3 in that order. */
+template <int W, int CPL, int VEC>
+__device__ __forceinline__ void dev_chain_split(const float (&yc)[VEC], int lane, unsigned mask,
+                                                float (&q)[VEC])
+{
+  typedef dev_lanes<W, CPL, VEC> L;
+  const bool b0 = lane & L::G, b1 = lane & (2 * L::G);
+  if constexpr (L::R == 1) {
 #pragma unroll
-  for (int i = 0; i < V; i++) {
-    s[i] = 0.0f;
+    for (int v = 0; v < VEC; v++)
+      q[v] = yc[v];
+  } else if constexpr (L::R == 2) {
 #pragma unroll
-    for (int j = 0; j < (P + 31) / 32; j++) {
-      const int32_t d = lane + W * i + 32 * j;
-      if (d < D)
-        s[i] = __fmaf_rn(x[d], x[d], s[i]);
+    for (int u = 0; u < 2; u++)
+      dev_pair_swap(yc[u], yc[u + 2], b0, L::G, W, mask, q[u], q[u + 2]);
+  } else {
+    static_assert(L::R == 4, "a chain is shared by 1, 2 or 4 lanes");
+    float lo[2], hi[2];
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+      dev_pair_swap(yc[u], yc[u + 2], b1, 2 * L::G, W, mask, lo[u], hi[u]);
+    dev_pair_swap(lo[0], lo[1], b0, L::G, W, mask, q[0], q[1]);
+    dev_pair_swap(hi[0], hi[1], b0, L::G, W, mask, q[2], q[3]);
+  }
+}
+
+/* The 32-lane sum of squares of the row whose column VEC*(lane + W*c) + v is y(c, v), in
+ * registers (y is asked one c at a time, so a wide row's values need not all be live at once;
+ * columns from D on are not read). Each slot's chain fmas its columns in ascending order from
+ * +0, predicated on the column being below D; the butterfly then adds s_k + s_(k xor o) for
+ * o = 16 .. 1 in every lane (fp32 addition is commutative: the operands' order is free). By
+ * induction over the steps, after step o the holder of every k < o has ref_lane_dot's s_k, got
+ * by the same addition of the same operands, so the holder of k = 0 (lane 0, slot 0) ends with
+ * its result; every lane gets lane 0's. */
+template <int W, int CPL, int VEC, typename Y>
+__device__ __forceinline__ float dev_sum_squares(const Y &y, int32_t D, int lane, unsigned mask)
+{
+  typedef dev_lanes<W, CPL, VEC> L;
+  constexpr int H = L::H;
+  /* this lane's first column at chain position j is 32*j + a0 (its slots add H*b + u < VEC,
+   * and D is a multiple of VEC, so a slot's column is below D exactly when that one is) */
+  const int32_t a0 = VEC * (lane % L::G);
+  float s[H];
+#pragma unroll
+  for (int u = 0; u < H; u++)
+    s[u] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < CPL; c++) { /* chain positions j = i + R*c in ascending order */
+    float yc[VEC], q[VEC];
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+      yc[v] = y(c, v);
+    dev_chain_split<W, CPL, VEC>(yc, lane, mask, q);
+#pragma unroll
+    for (int i = 0; i < L::R; i++)
+      if (32 * (i + L::R * c) + a0 < D)
+#pragma unroll
+        for (int u = 0; u < H; u++)
+          s[u] = __fmaf_rn(q[i * H + u], q[i * H + u], s[u]);
+  }
+#pragma unroll
+  for (int o = 16; o >= 1; o /= 2) {
+    float t[H];
+#pragma unroll
+    for (int u = 0; u < H; u++) {
+      if (o >= L::T) /* the partner is a scheme lane that no column reaches */
+        t[u] = 0.0f;
+      else if (o < H)
+        t[u] = s[u ^ o];
+      else
+        t[u] = __shfl_xor_sync(mask, s[u], o >= VEC ? o / VEC : L::G * (o / H), W);
     }
+#pragma unroll
+    for (int u = 0; u < H; u++)
+      s[u] = __fadd_rn(s[u], t[u]);
   }
-#pragma unroll
-  for (int o = 16; o >= W; o /= 2) {
-    float t[V];
-#pragma unroll
-    for (int i = 0; i < V; i++)
-      t[i] = __fadd_rn(s[i], s[i ^ (o / W)]);
-#pragma unroll
-    for (int i = 0; i < V; i++)
-      s[i] = t[i];
-  }
-  return __shfl_sync(mask, dev_lane_butterfly<W>(s[0], mask), 0, W);
+  return __shfl_sync(mask, s[0], 0, W);
 }
 
 /* The stored bits of VEC consecutive weights from element e (aligned to VEC when VEC = 4):
@@ -235,15 +328,14 @@ __device__ __forceinline__ void dev_row_load(dev_row<W, CPL, VEC, RAW> &r, const
 }
 
 /* Updates a row held by a group of W lanes: g[c][v] is column VEC*(lane + W*c) + v of the row's
- * gradient, r its loaded weights and momentum, m where the momentum goes (Adagrad), x D floats
- * of the group's shared memory. Every lane in mask calls it; a group that is not `live` (it
- * only keeps its warp's steps together) computes and stores nothing. */
+ * gradient, r its loaded weights and momentum, m where the momentum goes (Adagrad). Every lane
+ * in mask calls it; a group that is not `live` (it only keeps its warp's steps together)
+ * computes and stores nothing. */
 template <int W, int CPL, int VEC, bool RAW>
 __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, tbe_dtype wt,
                                                int32_t D, const float (&g)[CPL][VEC],
                                                dev_row<W, CPL, VEC, RAW> &r, float *m,
-                                               uint64_t key, float *x, int lane, unsigned mask,
-                                               bool live)
+                                               uint64_t key, int lane, unsigned mask, bool live)
 {
   float cw = 1.0f, mu = o.lr, rw[CPL][VEC];
 #pragma unroll
@@ -257,24 +349,11 @@ __device__ __forceinline__ void dev_update_row(const dev_opt &o, void *weights, 
     }
   }
   if (o.kind == REF_OPT_ROWWISE_ADAGRAD) {
-    __syncwarp(mask); /* the group's last row is read */
     const bool l2 = o.wd == REF_WD_L2;
-#pragma unroll
-    for (int c = 0; c < CPL; c++) {
-      const int d0 = VEC * (lane + W * c); /* VEC = 4: D is a multiple of 4 */
-      if (d0 >= D)
-        continue;
-      float y[VEC];
-#pragma unroll
-      for (int v = 0; v < VEC; v++)
-        y[v] = l2 ? __fmaf_rn(o.lambda, rw[c][v], g[c][v]) : g[c][v];
-      if (VEC == 4) /* one vector store (x is 16-byte aligned, d0 a multiple of 4) */
-        *(float4 *)(x + d0) = make_float4(y[0], y[1 % VEC], y[2 % VEC], y[3 % VEC]);
-      else
-        x[d0] = y[0];
-    }
-    __syncwarp(mask);
-    const float s = dev_sum_squares<W, W * CPL * VEC>(x, D, lane, mask);
+    const auto y = [&](int c, int v) { /* the gradient the momentum sees */
+      return l2 ? __fmaf_rn(o.lambda, rw[c][v], g[c][v]) : g[c][v];
+    };
+    const float s = dev_sum_squares<W, CPL, VEC>(y, D, lane, mask);
     const float mm = __fadd_rn(r.m, __fdiv_rn(s, (float)D));
     mu = __fdiv_rn(o.lr, __fadd_rn(__fsqrt_rn(mm), o.eps));
     cw = o.wd == REF_WD_L2         ? __fmaf_rn(-mu, o.lambda, 1.0f)
