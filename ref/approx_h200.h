@@ -10,7 +10,10 @@
 #ifndef REF_APPROX_H200_H
 #define REF_APPROX_H200_H
 
+/* measured on the H200 (driver 580.159.04): sqrt 0.944 ulp over every normal input (exhaustive);
+ * div.full 2.074 ulp for s / D over every 4th numerator mantissa, 1.888 for lr / x. The division
+ * is sampled, not exhaustive: its constant keeps a margin over what was measured */
 #define REF_H200_SQRT_APPROX_ULP 1.0 /* sqrt.approx.ftz.f32 */
-#define REF_H200_DIV_FULL_ULP 2.0    /* div.full.f32 */
+#define REF_H200_DIV_FULL_ULP 3.0    /* div.full.f32 */
 
 #endif

@@ -156,7 +156,10 @@ static float triton_group(const tbe_batch *b, int32_t j, int64_t p, int32_t d, i
   const float *w = b->per_sample_weights;
   if (!w)
     return ((r[0] + r[1]) + r[2]) + r[3];
-  const int a = block >= 128 ? (d / 32) % 2 : 1; /* which product is rounded: measured */
+  /* which product is rounded, as measured: by 32-column slot from BLOCK_SIZE 128 (64 for fp32
+   * weights) up, else the second everywhere */
+  const int slots = block >= 128 || (block == 64 && b->wdtype == TBE_FP32);
+  const int a = slots ? (d / 32) % 2 : 1;
   float s = r[a] * w[p + a];
   s = fmaf(r[1 - a], w[p + 1 - a], s);
   s = fmaf(r[2], w[p + 2], s);

@@ -23,9 +23,10 @@ typedef enum {
    * groups, when the batch is fixed, B >= 65536 and the weights 16-bit), each summed in fp32
    * ((r0 + r1) + r2) + r3, then the rest one row at a time; weighted, a group is
    * fma(r3, w3, fma(r2, w2, fma(rb, wb, ra * wa))), where BLOCK_SIZE (the widest table's D
-   * rounded up to a power of two) is at least 128, with (a, b) = (0, 1) in the even 32-column
-   * slots and (1, 0) in the odd ones, and with (1, 0) everywhere below 128 (its compiler's
-   * choice, measured on the H200 by cases/triton_vectors.cases, BLOCK_SIZE 4 to 512), and a
+   * rounded up to a power of two) is at least 128 (64 with fp32 weights), with (a, b) = (0, 1)
+   * in the even 32-column slots and (1, 0) in the odd ones, and with (1, 0) everywhere below
+   * (its compiler's choice, measured on the H200 by cases/triton_vectors.cases, BLOCK_SIZE 4 to
+   * 2048, fp32, fp16 and bf16), and a
    * tail row fma(r, w, acc) (fp32 acc) or acc + fl32(r * w) (fp64); the store goes through fp32
    * (twice rounded from fp64). A pruned row (-1) reads the flat element 1 row before the table
    * (the previous table's last row): the defect the normative comparison finds. No MEAN. */
