@@ -63,7 +63,8 @@ tbe_status ref_backward_triton(tbe_batch *b, const tbe_layout *l, const ref_bwd_
                                double *w_slack, double *m_slack);
 
 /* 1, with the reason in why[n], when the Triton model cannot know output (weights, momentum or
- * psw_grad) of b: stochastic rounding, or a row looked up with different per-sample weights. */
+ * psw_grad) of b: the weights under stochastic rounding, or the weights and momentum of a row
+ * looked up with different per-sample weights. */
 int ref_backward_triton_declines(const tbe_batch *b, const tbe_layout *l,
                                  const ref_bwd_config *cfg, const char *output, char *why,
                                  size_t n);

@@ -330,12 +330,14 @@ int ref_backward_triton_declines(const tbe_batch *b, const tbe_layout *l,
                                  const ref_bwd_config *cfg, const char *output, char *why,
                                  size_t n)
 {
-  if (cfg->opt.sr && strcmp(output, "psw_grad")) {
+  if (strcmp(output, "weights") && strcmp(output, "momentum"))
+    return 0; /* psw_grad reads neither the sort nor the rounding */
+  if (cfg->opt.sr && !strcmp(output, "weights")) {
     snprintf(why, n, "stochastic rounding: the Triton TBE draws its own stream (tl.rand, seeded "
              "from torch's generator) onto the fp16 grid");
     return 1;
   }
-  if (!b->per_sample_weights || (strcmp(output, "weights") && strcmp(output, "momentum")))
+  if (!b->per_sample_weights)
     return 0;
   int64_t *first_row = tri_first_rows(b);
   tri_entry *e = first_row ? tri_entries(b, l, first_row) : NULL;
