@@ -469,7 +469,7 @@ static tbe_status eng_twin_backward_order(const gen_bwd *bwd, const tbe_batch *b
   void *weights = malloc((size_t)nw * wsize + 1);
   float *mom = bwd->momentum ? malloc(sizeof(float) * (size_t)(rows + 1)) : NULL;
   float *psw = b->per_sample_weights ? calloc((size_t)b->N + 1, sizeof(float)) : NULL;
-  /* the Triton model's weights and momentum carry their slack: held within it, not bitwise */
+  /* the Triton model's weights and momentum carry their slack: held within it where it is not 0 */
   const int slack = t->order == REF_ORDER_TRITON && (w || m);
   double *ws = slack ? malloc(sizeof(double) * (size_t)(nw + 1)) : NULL;
   double *ms = slack ? malloc(sizeof(double) * (size_t)(rows + 1)) : NULL;
@@ -486,7 +486,11 @@ static tbe_status eng_twin_backward_order(const gen_bwd *bwd, const tbe_batch *b
               : ref_backward_order((ref_order)t->order, &copy, l, bwd->cfg, bwd->grad_output,
                                    mom, psw);
   }
-  if (s.code == TBE_OK && slack) {
+  /* a model whose slack is 0 everywhere here is held bit for bit */
+  int bounded = 0;
+  for (int64_t i = 0; s.code == TBE_OK && slack && !bounded && i < t->n; i++)
+    bounded = (m ? ms : ws)[i] != 0.0;
+  if (bounded) {
     t->exact = malloc(sizeof(double) * (size_t)(t->n + 1));
     if (!t->exact)
       s = tbe_error(TBE_ENOMEM, "model", -1, "cannot widen %lld values", (long long)t->n);
@@ -496,13 +500,13 @@ static tbe_status eng_twin_backward_order(const gen_bwd *bwd, const tbe_batch *b
     free(m ? ws : ms);
     ws = ms = NULL;
   }
-  if (!slack)
+  if (!bounded)
     t->bits = w ? weights : m ? (void *)mom : (void *)psw;
   free(ws);
   free(ms);
-  if (!w || slack)
+  if (!w || bounded)
     free(weights);
-  if (!m || slack)
+  if (!m || bounded)
     free(mom);
   if (w || m)
     free(psw);
