@@ -33,17 +33,6 @@ static int by_key(const void *x, const void *y)
                           : (a->p > b->p) - (a->p < b->p);
 }
 
-/* Triton's BLOCK_SIZE: the widest table's D rounded up to a power of two. */
-static int32_t tri_block(const tbe_batch *b)
-{
-  int32_t widest = 1, block = 1;
-  for (int32_t j = 0; j < b->num_tables; j++)
-    widest = b->D[j] > widest ? b->D[j] : widest;
-  while (block < widest)
-    block *= 2;
-  return block;
-}
-
 /* ---- the warp's sums ---- */
 
 /* Column d of a buffer of S rows (x[k][d], weighted by w[k] when w is given): laid out
@@ -209,7 +198,9 @@ static void tri_run(const tri_ctx *c, const tri_entry *e, int64_t n, float *mome
   const int32_t t = c->l->bag_feature[e[0].bag], j = b->feature_table_map[t], D = b->D[j];
   const int64_t row = e[0].key - c->first_row[j];
   float g[TBE_MAX_D], w[TBE_MAX_D], part[TBE_MAX_D];
-  double eg[TBE_MAX_D] = {0};
+  double eg[TBE_MAX_D];
+  for (int32_t d = 0; d < D; d++)
+    eg[d] = 0.0;
   if (n < TRI_THRESHOLD)
     tri_chunk_grad(c, e, n, D, g);
   else {
@@ -360,7 +351,7 @@ tbe_status ref_backward_triton(tbe_batch *b, const tbe_layout *l, const ref_bwd_
 {
   if (b->pool != TBE_POOL_SUM)
     return tbe_error(TBE_EINVAL, "pool", -1, "the Triton TBE pools by SUM only");
-  const int32_t block = tri_block(b);
+  const int32_t block = ref_triton_block(b);
   if (block < 4)
     return tbe_error(TBE_EINVAL, "D", -1, "BLOCK_SIZE %d: its lanes hold rows twice, an order "
                      "not measured", block);

@@ -136,8 +136,7 @@ static float triton_row(const tbe_batch *b, int32_t j, int64_t p, int32_t d)
   return weight_at(b, b->table_offset[j] + idx * b->D[j] + d);
 }
 
-/* Triton's BLOCK_SIZE: the widest table's D rounded up to a power of two. */
-static int32_t triton_block(const tbe_batch *b)
+int32_t ref_triton_block(const tbe_batch *b)
 {
   int32_t widest = 1, block = 1;
   for (int32_t j = 0; j < b->num_tables; j++)
@@ -219,7 +218,7 @@ static tbe_status triton_forward(const tbe_batch *b, const tbe_layout *l, void *
   /* the wide step: unweighted, fixed batch, B >= 65536, 16-bit weights (triton_tbe.md 2.1) */
   const int step = !b->per_sample_weights && b->R == 0 && b->B >= 65536 &&
                            b->wdtype != TBE_FP32 ? 8 : 4;
-  const int32_t block = triton_block(b);
+  const int32_t block = ref_triton_block(b);
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t i = 0; i < l->total_B; i++)
     triton_bag(b, b->feature_table_map[l->bag_feature[i]], tbe_iget(b->offsets, b->itype, i),

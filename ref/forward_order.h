@@ -34,6 +34,10 @@ typedef enum {
   REF_ORDER_COUNT
 } ref_order;
 
+/* The Triton TBE's BLOCK_SIZE for b: the widest table's D rounded up to a power of two (its
+ * kernels' tile width, on which the orders the compiler chooses depend). */
+int32_t ref_triton_block(const tbe_batch *b);
+
 /* "normative", "fbgemm_cpu", "triton". */
 const char *ref_order_name(ref_order o);
 
