@@ -92,3 +92,12 @@ void bench_shape_names_free(char **names, int count)
     free(names[i]);
   free(names);
 }
+
+int bench_wanted(const char *only, const char *name)
+{
+  const size_t n = strlen(name);
+  for (const char *p = only; p && (p = strstr(p, name)) != NULL; p += n)
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n]))
+      return 1;
+  return !only;
+}

@@ -15,4 +15,8 @@ char *bench_shape(const char *name, const char *extra);
 char **bench_shape_names(const char *prefix, int *count);
 void bench_shape_names_free(char **names, int count);
 
+/* Whether the shape `name` is one of `only`'s comma-separated names (a bench's --only list);
+ * every shape is when `only` is NULL. */
+int bench_wanted(const char *only, const char *name);
+
 #endif

@@ -238,14 +238,7 @@ static void run_sweep(void)
 /* --only NAME,...: the shapes (and SL, the sweep) to run; NULL: all of them */
 static const char *only;
 
-static int wanted(const char *name)
-{
-  size_t n = strlen(name);
-  for (const char *p = only; p && (p = strstr(p, name)) != NULL; p += n)
-    if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n]))
-      return 1;
-  return !only;
-}
+static int wanted(const char *name) { return bench_wanted(only, name); }
 
 int main(int argc, char **argv)
 {

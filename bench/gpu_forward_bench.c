@@ -2,12 +2,14 @@
  * the SW- shapes instead): validates against the reference, then times ours, the plain gather
  * ceiling and the copy ceiling in one run. Not a test: it prints figures and never asserts.
  *
- * usage: gpu_forward_bench [--sweep] [--db PATH]
+ * usage: gpu_forward_bench [--sweep] [--only NAME,...] [--db PATH]
  *
  * Effective GB/s = (B*T*L*D*weight_bytes + B*total_D*out_bytes) / time, the FBGEMM convention;
  * the copy ceiling counts bytes read + written of a 4 GiB device-to-device cudaMemcpy. Times are
  * medians of 20 CUDA-event timings after warm-up; inputs are several times the 50 MB L2.
  * With --db PATH the figures are also recorded as perf rows (bench_db.h), for the report.
+ * --only runs only the shapes named, in every section (e.g. under a profiler: each shape's first
+ * gather launch is its default configuration's).
  */
 #include <omp.h>
 #include <stdio.h>
@@ -31,6 +33,9 @@ enum { REPS = 20 };
 /* the shapes timed, by their names in cases/bench.cases (each with bounds=none) */
 static const char *const shapes[] = {"F1", "F2", "F3", "F4", "S1"};
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
+
+/* --only NAME,...: the shapes to run; NULL: all of them */
+static const char *only;
 
 /* Bytes a forward of b declares it moves (the FBGEMM convention): every lookup's row in the
  * weight dtype, and the pooled output in fp32; every shape here has one D. */
@@ -115,6 +120,8 @@ static void run_sweep(bench_db *rec, double copy)
   printf("%-12s %10s %8s %14s %8s %9s  %s\n", "sweep", "ours ms", "GB/s", "ceiling ms", "GB/s",
          "ours/ceil", "check (ceiling: best of unroll 4, 8; the case's index width)");
   for (int k = 0; k < n; k++) {
+    if (!bench_wanted(only, names[k]))
+      continue;
     char *text = bench_shape(names[k], NULL);
     tbe_case *c;
     tbe_batch b;
@@ -164,11 +171,20 @@ static void run_sweep(bench_db *rec, double copy)
 
 int main(int argc, char **argv)
 {
-  const int sweep_only = argc >= 2 && !strcmp(argv[1], "--sweep");
-  if (sweep_only) {
-    argv[1] = argv[0];
-    argv++;
-    argc--;
+  int sweep_only = 0;
+  for (;;) {
+    if (argc >= 2 && !strcmp(argv[1], "--sweep")) {
+      sweep_only = 1;
+      argv[1] = argv[0];
+      argv++;
+      argc--;
+    } else if (argc >= 3 && !strcmp(argv[1], "--only")) {
+      only = argv[2];
+      argv[2] = argv[0];
+      argv += 2;
+      argc -= 2;
+    } else
+      break;
   }
   char desc[256];
   tbe_status st = gpu_probe(desc, sizeof desc);
@@ -198,6 +214,8 @@ int main(int argc, char **argv)
   enum { NSWEEP = sizeof sweep / sizeof sweep[0] };
   float plain[8], swept[8][NSWEEP];
   for (int k = 0; k < NSHAPES; k++) {
+    if (!bench_wanted(only, shapes[k]))
+      continue;
     char *text = bench_shape(shapes[k], NULL);
     tbe_case *c;
     tbe_batch b;
@@ -210,11 +228,11 @@ int main(int argc, char **argv)
       fprintf(stderr, "%s: %s\n", shapes[k], st.message);
       return 3;
     }
-    for (int v = 0; v < NSWEEP; v++)
-      swept[k][v] = median_forward(g, TBE_BOUNDS_NONE, &sweep[v], 0);
     float ours = plain[k] = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
     gpu_fwd_result r;
     gpu_session_results(g, &r);
+    for (int v = 0; v < NSWEEP; v++)
+      swept[k][v] = median_forward(g, TBE_BOUNDS_NONE, &sweep[v], 0);
     void *ref = reference(&b, &l);
     int64_t bad = mismatches(&b, &l, ref, r.out);
     gpu_fwd_result_free(&r);
@@ -257,6 +275,8 @@ int main(int argc, char **argv)
     printf("   bags=%d w=%d", sweep[v].bags, sweep[v].width);
   printf("   (configuration sweep, bounds NONE)\n");
   for (int k = 0; k < NSHAPES; k++) {
+    if (!bench_wanted(only, shapes[k]))
+      continue;
     printf("%-3s", shapes[k]);
     for (int v = 0; v < NSWEEP; v++)
       printf(" %12.3f", swept[k][v]);
@@ -268,6 +288,8 @@ int main(int argc, char **argv)
   static const char *const small_shapes[] = {"S1", "S1-L256"};
   printf("\n");
   for (int k = 0; k < 2; k++) {
+    if (!bench_wanted(only, small_shapes[k]))
+      continue;
     char *text = bench_shape(small_shapes[k], NULL);
     tbe_case *c;
     tbe_batch b;
@@ -322,6 +344,8 @@ int main(int argc, char **argv)
          "unfused all", "bounds only", "offsets pass", "fused");
   const int with_check[] = {0, 3}; /* F1, F4 */
   for (int k = 0; k < 2; k++) {
+    if (!bench_wanted(only, shapes[with_check[k]]))
+      continue;
     /* the shape's keys before its bounds=none (a later bounds key would be a duplicate) */
     char *shape = bench_shape(shapes[with_check[k]], NULL), text[512];
     snprintf(text, sizeof text, "%.*s invalid=0.01 bounds=warning seed=9",

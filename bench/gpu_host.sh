@@ -23,6 +23,9 @@
 #   sweep     the forward sweep (gpu_forward_bench --sweep: ours against the gather ceiling on
 #             the SW- shapes of cases/bench.cases, one axis at a time)
 #   wait      waits for the parts run in the background before it
+#   fwdprofile  ncu on the forward's gaps, one kernel launch each (clocks left alone): ours and
+#             the gather ceiling on F1 and SW-L1, F4 plain and fused, S1 generic and small; the
+#             reports in logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
 #             short_runs kernel on F1 (logs/anchor.ncu-rep) when a copy is carried in .probe/
@@ -246,6 +249,29 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         note profile "anchor: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Instructions  ' \
           "$LOGS/ncu_anchor.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"
       fi ;;
+    fwdprofile)
+      # NAME, the bench's arguments, then ncu's kernel filter (demangled names: the fused
+      # kernel is the one whose last template argument is true)
+      local spec name args filter
+      for spec in "F1_ours|--only F1|-k regex:gather_kernel -c 1" \
+        "F1_ceiling|--only F1|-k regex:ceiling_kernel -s 23 -c 1" \
+        "L1_ours|--sweep --only SW-L1|-k regex:gather_kernel -c 1" \
+        "L1_ceiling|--sweep --only SW-L1|-k regex:ceiling_kernel -c 1" \
+        "F4_plain|--only F4|-k regex:gather_kernel -c 1" \
+        "F4_fused|--only F4|-k regex:gather_kernel<.*true> -c 1" \
+        "S1_generic|--only S1|-k regex:gather_kernel -c 1" \
+        "S1_small|--only S1|-k regex:small_kernel -c 1"; do
+        IFS='|' read -r name args filter <<<"$spec"
+        # shellcheck disable=SC2086 # the arguments are word lists
+        timeout "$(left)" ncu --clock-control none --kernel-name-base demangled $filter \
+          --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+          -o "$LOGS/fwd_$name" -f build-gpu/bench/gpu_forward_bench $args \
+          >"$LOGS/ncu_fwd_$name.log" 2>&1 || failed
+        ncu -i "$LOGS/fwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_fwd_$name.txt" 2>&1
+        note "$name" "$(grep -E '^ +(Duration|DRAM Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible) ' \
+          "$LOGS/ncu_fwd_$name.txt" | tr -s ' ' | sed 's/^ //' | tr '\n' ';' | cut -c1-330)"
+      done ;;
     wait)
       wait # the parts before it that run in the background (so a benchmark after runs alone)
       ;;
