@@ -20,6 +20,7 @@
 #   triton    torchrec's Triton TBE (ext.triton, from the checkout carried in .torchrec/) over
 #             cases/triton.cases and cases/triton_vectors.cases through ref,ext.triton, their
 #             reports, the raw outputs (TBECHECK_TRITON_DUMP) and Triton's compiled kernels
+#             (TRITON_SETS=triton: only the first file)
 #   sweep     the forward sweep (gpu_forward_bench --sweep: ours against the gather ceiling on
 #             the SW- shapes of cases/bench.cases, one axis at a time)
 #   wait      waits for the parts run in the background before it
@@ -188,7 +189,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       note bench "see logs/bench.txt, logs/probe.txt, logs/torch.txt" ;;
     triton)
       export TBECHECK_TORCHREC=$PWD/.torchrec TRITON_CACHE_DIR=$LOGS/triton_cache
-      for f in triton triton_vectors; do
+      for f in ${TRITON_SETS:-triton triton_vectors}; do
         TBECHECK_TRITON_DUMP=$LOGS/triton_dump timeout "$(left)" "$TBECHECK" run \
           --engines ref,ext.triton --db "$LOGS/$f.db" cases/$f.cases >"$LOGS/$f.txt" 2>&1
         note "" "$f.cases: exit $? (1: findings)"

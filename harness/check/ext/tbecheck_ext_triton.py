@@ -219,7 +219,12 @@ def install_stand_ins():
 
 
 def load_torchrec():
-    """torchrec's Triton TBE module from the checkout, imported over the stand-ins."""
+    """torchrec's Triton TBE module from the checkout, imported over the stand-ins: (checkout,
+    triton, module), once. version() calls it first, so a missing checkout or GPU makes the
+    engine unavailable; the host-side rules below import without either (their own test)."""
+    global LOADED
+    if LOADED:
+        return LOADED
     root = os.path.abspath(os.environ.get("TBECHECK_TORCHREC", DEFAULT_CHECKOUT))
     if not os.path.isfile(os.path.join(root, MODULE_FILE)):
         raise ImportError(f"no torchrec checkout with {MODULE_FILE} at {root} (set "
@@ -234,10 +239,11 @@ def load_torchrec():
         stub_module(name).__path__ = [os.path.join(root, *name.split("."))]
     import triton
     import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as ttbe
-    return root, triton, ttbe
+    LOADED = root, triton, ttbe
+    return LOADED
 
 
-ROOT, triton, TTBE = load_torchrec()
+LOADED = None
 DEVICE = torch.device("cpu") if INTERPRETED else torch.device("cuda")
 
 
@@ -250,9 +256,10 @@ def blob_id(path):
 
 
 def version():
+    root, triton, _ = load_torchrec()
     where = "Triton interpreter on the CPU" if INTERPRETED else torch.cuda.get_device_name()
     return (f"torchrec TritonTableBatchedEmbeddingBags ({MODULE_FILE} blob "
-            f"{blob_id(os.path.join(ROOT, MODULE_FILE))}, from {ROOT}) with tbecheck's "
+            f"{blob_id(os.path.join(root, MODULE_FILE))}, from {root}) with tbecheck's "
             f"stand-ins for ads_mkl and the fbgemm_gpu ops, triton {triton.__version__}, "
             f"torch {torch.__version__.split('+')[0]}, {where}")
 
@@ -306,17 +313,28 @@ def refusal(m):
     return None
 
 
+def repaired_offsets(off, N):
+    """The offsets the fused WARNING check leaves (the running clamp, ref/SEMANTICS.md 2): a
+    partition of the N indices, so the bags torchrec's kernels read are these, whatever came in
+    (valid offsets are unchanged)."""
+    rep = np.maximum.accumulate(np.clip(off, 0, N))
+    rep[-1] = N
+    return rep
+
+
 def refuse_pruned(m, a):
     """torchrec reads row -1 as the previous table's last row instead of skipping it: a defect
     tbecheck finds, so such cases run. Only a -1 of a feature of the first table is refused: it
     reads before the weight buffer, which no model can know (and may fault the GPU)."""
-    idx, off = a["indices"], a["offsets"].astype(np.int64)
+    idx = a["indices"]
+    if not np.any(idx == -1):
+        return
+    off = repaired_offsets(a["offsets"].astype(np.int64), len(idx))
     first = a["table_offset"][a["feature_table_map"]] == 0
     bags_per_feature = (a["B_vbe"].sum(axis=1) if m["R"] else
                         np.full(m["T"], m["B"], np.int64))
-    feature_of = np.repeat(np.repeat(np.arange(m["T"]), bags_per_feature),
-                           np.maximum(np.diff(off), 0))  # bad offsets: refused before this
-    if len(idx) and bool(np.any((idx[:len(feature_of)] == -1) & first[feature_of])):
+    feature_of = np.repeat(np.repeat(np.arange(m["T"]), bags_per_feature), np.diff(off))
+    if bool(np.any((idx == -1) & first[feature_of])):
         raise NotImplementedError("a pruned (-1) index of the first table: torchrec's Triton "
                                   "kernels read row -1, before the weight buffer")
 
@@ -364,7 +382,7 @@ def build_module(m, a, fused):
     opt = m.get("opt", "none")
     optim = EmbOptimType.EXACT_ROWWISE_ADAGRAD if opt == "rowwise_adagrad" else \
         EmbOptimType.EXACT_SGD
-    tbe = TTBE.TritonTableBatchedEmbeddingBags(
+    tbe = load_torchrec()[2].TritonTableBatchedEmbeddingBags(
         [(int(e), int(d)) for e, d in zip(a["E"], a["D"])],
         feature_table_map=[int(j) for j in a["feature_table_map"]],
         weights_precision=TORCH_FLOAT[m["wdtype"]], output_dtype=TORCH_FLOAT[m["out_dtype"]],
