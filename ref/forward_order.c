@@ -238,3 +238,57 @@ tbe_status ref_forward_order(ref_order o, const tbe_batch *b, const tbe_layout *
                     tbe_iget(b->offsets, b->itype, i + 1), out, l->bag_out[i]);
   return tbe_ok();
 }
+
+/* Triton: whether a lookup of a table that starts at flat element `start` (a row of D) is
+ * pruned: its read lands on the D elements before start. */
+static int triton_pruned_before(const tbe_batch *b, const tbe_layout *l, int64_t start)
+{
+  for (int64_t i = 0; i < l->total_B; i++) {
+    const int32_t j = b->feature_table_map[l->bag_feature[i]];
+    if (b->table_offset[j] != start)
+      continue;
+    for (int64_t p = tbe_iget(b->offsets, b->itype, i);
+         p < tbe_iget(b->offsets, b->itype, i + 1); p++)
+      if (tbe_iget(b->indices, b->itype, p) == -1)
+        return 1;
+  }
+  return 0;
+}
+
+const char *ref_order_defect(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                             const char *output, int64_t k)
+{
+  static const char pruned[] = "a pruned row (-1) read and updated as the D elements before its "
+                               "table (the previous table's last row)";
+  if (o != REF_ORDER_TRITON)
+    return NULL;
+  if (!strcmp(output, "output") && l->bag_out) {
+    /* the bag whose output row holds k */
+    for (int64_t i = 0; i < l->total_B; i++) {
+      const int32_t j = b->feature_table_map[l->bag_feature[i]];
+      if (k < l->bag_out[i] || k >= l->bag_out[i] + b->D[j])
+        continue;
+      for (int64_t p = tbe_iget(b->offsets, b->itype, i);
+           p < tbe_iget(b->offsets, b->itype, i + 1); p++)
+        if (tbe_iget(b->indices, b->itype, p) == -1)
+          return pruned;
+      if (b->wdtype == TBE_FP32 && b->out_dtype != TBE_FP32)
+        return b->out_dtype == TBE_FP16 ? "double rounding: the fp64 sum stored through fp32 "
+                                          "into fp16"
+                                        : "double rounding: the fp64 sum stored through fp32 "
+                                          "into bf16";
+      return NULL;
+    }
+    return NULL;
+  }
+  /* weights: element k; momentum: row k (rows numbered across the tables) */
+  const int w = !strcmp(output, "weights");
+  if (!w && strcmp(output, "momentum"))
+    return NULL;
+  int64_t row = b->E[0]; /* table j's first row */
+  for (int32_t j = 1; j < b->num_tables; row += b->E[j++])
+    if ((w ? k >= b->table_offset[j] - b->D[j] && k < b->table_offset[j] : k == row - 1) &&
+        triton_pruned_before(b, l, b->table_offset[j]))
+      return pruned;
+  return NULL;
+}

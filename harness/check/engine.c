@@ -810,6 +810,34 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
   return s;
 }
 
+/* An external output that matches its order's model (check model) but leaves the normative
+ * bound (check bound) is the engine's defect: bound's reason names the model's rule that
+ * explains its kept violations (ref_order_defect), or says that none does, which is a failure
+ * of the model or of the bound, not of the engine. */
+static void eng_explain(const eng_check *model, eng_check *bound, ref_order o,
+                        const tbe_batch *b, const tbe_layout *l)
+{
+  if (model->status != ENG_PASS || bound->status != ENG_FAIL || !bound->n_violations ||
+      strcmp(model->output, bound->output))
+    return;
+  const char *rule = NULL;
+  int named = 0;
+  for (int i = 0; i < bound->n_violations; i++) {
+    const char *r = ref_order_defect(o, b, l, bound->output, bound->violations[i].v.index);
+    named += r != NULL;
+    rule = rule ? rule : r;
+  }
+  size_t n = strlen(bound->reason);
+  if (rule)
+    snprintf(bound->reason + n, sizeof bound->reason - n,
+             "; it matches the %s model: its defect, %s (%d of %d violations kept)",
+             ref_order_name(o), rule, named, bound->n_violations);
+  else
+    snprintf(bound->reason + n, sizeof bound->reason - n,
+             "; it matches the %s model, but no rule of the model leaves the bound here: the "
+             "model or the bound is wrong", ref_order_name(o));
+}
+
 /* The checks of output got of external engine e (ref/forward_order.h): where its declared order is the
  * normative one, its bits against the reference's; elsewhere against the model of its order,
  * bit for bit (this proves the adapter and the model right), and against the exact value
@@ -837,7 +865,12 @@ static tbe_status eng_check_ext_output(eng_ctx *x, eng_case_result *res, eng_id 
               : !backward || ref_order_backward_is_normative(o))
     return eng_compare(x, res, e, got, &all, ENG_BITWISE, want, tw, b, l);
   tbe_status s = eng_compare(x, res, e, got, &all, ENG_MODEL, want, tw, b, l);
-  return s.code == TBE_OK ? eng_compare(x, res, e, got, &all, ENG_BOUND, want, tw, b, l) : s;
+  const int model = res->n_checks - 1;
+  if (s.code == TBE_OK)
+    s = eng_compare(x, res, e, got, &all, ENG_BOUND, want, tw, b, l);
+  if (s.code == TBE_OK)
+    eng_explain(&res->checks[model], &res->checks[res->n_checks - 1], o, b, l);
+  return s;
 }
 
 /* Every check of output got of engine e (self: e is the reference), one per part of it and per
