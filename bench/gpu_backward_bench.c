@@ -62,7 +62,7 @@ static int cmp_stats(const void *a, const void *b)
 /* The median backward of REPS (after 2 warm-ups) of an open session. */
 static gpu_bwd_stats median_backward(gpu_session *s)
 {
-  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF};
+  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO};
   gpu_bwd_stats t[REPS];
   for (int i = -2; i < REPS; i++) {
     tbe_status st = gpu_session_forward(s, TBE_BOUNDS_NONE, &fc, 0, NULL);

@@ -107,7 +107,9 @@ static int64_t mismatches(const tbe_batch *b, const tbe_layout *l, const void *r
 
 /* The configuration ours is timed in: the default policy, the small-table path off (its output
  * is compared by bound, not bit for bit). */
-static const gpu_fwd_config def = {0, 0, 0, GPU_SMALL_OFF};
+static const gpu_fwd_config def = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO};
+/* the direct gather at the policy's width, beside the default */
+static const gpu_fwd_config direct_cfg = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT};
 
 /* --sweep: every SW- shape of cases/bench.cases, one axis at a time around SW-base. Each point:
  * ours and the gather ceiling at the case's own index width on the same data, both outputs
@@ -117,8 +119,9 @@ static void run_sweep(bench_db *rec, double copy)
 {
   int n;
   char **names = bench_shape_names("SW-", &n);
-  printf("%-12s %10s %8s %14s %8s %9s  %s\n", "sweep", "ours ms", "GB/s", "ceiling ms", "GB/s",
-         "ours/ceil", "check (ceiling: best of unroll 4, 8; the case's index width)");
+  printf("%-12s %10s %8s %14s %8s %9s %10s %9s  %s\n", "sweep", "ours ms", "GB/s", "ceiling ms",
+         "GB/s", "ours/ceil", "direct ms", "dir/ceil",
+         "check (ceiling: best of unroll 4, 8; the case's index width)");
   for (int k = 0; k < n; k++) {
     if (!bench_wanted(only, names[k]))
       continue;
@@ -140,6 +143,10 @@ static void run_sweep(bench_db *rec, double copy)
     gpu_session_results(g, &r);
     int64_t bad = mismatches(&b, &l, ref, r.out);
     gpu_fwd_result_free(&r);
+    float direct = median_forward(g, TBE_BOUNDS_NONE, &direct_cfg, 0);
+    gpu_session_results(g, &r);
+    bad += mismatches(&b, &l, ref, r.out);
+    gpu_fwd_result_free(&r);
     gpu_session_close(g);
     float ceil_ms = 0;
     int unroll = 0;
@@ -151,14 +158,16 @@ static void run_sweep(bench_db *rec, double copy)
     free(cout);
     free(ref);
     if (ceiled)
-      printf("%-12s %10.3f %8.0f %9.3f (u%d) %8.0f %9.3f  ours %s, ceiling %s\n", names[k],
-             ours, gbps(bytes, ours), ceil_ms, unroll, gbps(bytes, ceil_ms), ours / ceil_ms,
-             bad ? "MISMATCH" : "bit-exact", cbad ? "MISMATCH" : "bit-exact");
+      printf("%-12s %10.3f %8.0f %9.3f (u%d) %8.0f %9.3f %10.3f %9.3f  ours %s, ceiling %s\n",
+             names[k], ours, gbps(bytes, ours), ceil_ms, unroll, gbps(bytes, ceil_ms),
+             ours / ceil_ms, direct, direct / ceil_ms, bad ? "MISMATCH" : "bit-exact",
+             cbad ? "MISMATCH" : "bit-exact");
     else
       printf("%-12s %10.3f %8.0f %14s %8s %9s  ours %s, ceiling: %s\n", names[k], ours,
              gbps(bytes, ours), "-", "-", "-", bad ? "MISMATCH" : "bit-exact", st.message);
     fflush(stdout);
     bench_db_figure(rec, names[k], text, "gpu:forward", NULL, ours, bytes, copy);
+    bench_db_figure(rec, names[k], text, "gpu:forward", "direct", direct, bytes, copy);
     if (ceiled)
       bench_db_figure(rec, names[k], text, "ceiling:gather", NULL, ceil_ms, bytes, copy);
     tbe_layout_free(&l);
@@ -208,11 +217,14 @@ int main(int argc, char **argv)
   }
   printf("%-3s %10s %9s %13s %9s %13s %9s  %s\n", "", "ours ms", "GB/s", "ceil i64 ms",
          "ours/ceil", "ceil i32 ms", "ours/ceil", "check (ceil: best of unroll 4, 8)");
-  static const gpu_fwd_config sweep[] = {{1, 4, 0, GPU_SMALL_OFF}, {1, 8, 0, GPU_SMALL_OFF},
-                                         {2, 4, 0, GPU_SMALL_OFF}, {2, 8, 0, GPU_SMALL_OFF},
-                                         {4, 4, 0, GPU_SMALL_OFF}, {4, 8, 0, GPU_SMALL_OFF}};
+  static const gpu_fwd_config sweep[] = {
+      {1, 4, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW}, {1, 8, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW},
+      {2, 4, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW}, {2, 8, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW},
+      {4, 4, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW}, {4, 8, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW},
+      {0, 4, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT}, {0, 8, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT}};
   enum { NSWEEP = sizeof sweep / sizeof sweep[0] };
   float plain[8], swept[8][NSWEEP];
+  int64_t swept_bad[8][NSWEEP];
   for (int k = 0; k < NSHAPES; k++) {
     if (!bench_wanted(only, shapes[k]))
       continue;
@@ -231,11 +243,15 @@ int main(int argc, char **argv)
     float ours = plain[k] = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
     gpu_fwd_result r;
     gpu_session_results(g, &r);
-    for (int v = 0; v < NSWEEP; v++)
-      swept[k][v] = median_forward(g, TBE_BOUNDS_NONE, &sweep[v], 0);
     void *ref = reference(&b, &l);
     int64_t bad = mismatches(&b, &l, ref, r.out);
     gpu_fwd_result_free(&r);
+    for (int v = 0; v < NSWEEP; v++) {
+      swept[k][v] = median_forward(g, TBE_BOUNDS_NONE, &sweep[v], 0);
+      gpu_session_results(g, &r);
+      swept_bad[k][v] = mismatches(&b, &l, ref, r.out);
+      gpu_fwd_result_free(&r);
+    }
     gpu_session_close(g);
     /* the ceiling on the same indices and offsets, read as int64 and as int32 */
     float ceil_ms[2] = {0, 0};
@@ -261,7 +277,9 @@ int main(int argc, char **argv)
     bench_db_figure(rec, shapes[k], text, "ceiling:gather", "itype=i32", ceil_ms[1], bytes, copy);
     for (int v = 0; v < NSWEEP; v++) {
       char config[32];
-      snprintf(config, sizeof config, "bags=%d width=%d", sweep[v].bags, sweep[v].width);
+      snprintf(config, sizeof config, "%s bags=%d width=%d",
+               sweep[v].gather == GPU_GATHER_DIRECT ? "direct" : "window", sweep[v].bags,
+               sweep[v].width);
       bench_db_figure(rec, shapes[k], text, "gpu:forward", config, swept[k][v], bytes, copy);
     }
     tbe_layout_free(&l);
@@ -272,14 +290,17 @@ int main(int argc, char **argv)
 
   printf("\n%-3s", "ms");
   for (int v = 0; v < NSWEEP; v++)
-    printf("   bags=%d w=%d", sweep[v].bags, sweep[v].width);
-  printf("   (configuration sweep, bounds NONE)\n");
+    if (sweep[v].gather == GPU_GATHER_DIRECT)
+      printf("   direct w=%d", sweep[v].width);
+    else
+      printf("   bags=%d w=%d", sweep[v].bags, sweep[v].width);
+  printf("   (configuration sweep, bounds NONE; ! : not bit-exact)\n");
   for (int k = 0; k < NSHAPES; k++) {
     if (!bench_wanted(only, shapes[k]))
       continue;
     printf("%-3s", shapes[k]);
     for (int v = 0; v < NSWEEP; v++)
-      printf(" %12.3f", swept[k][v]);
+      printf(" %11.3f%c", swept[k][v], swept_bad[k][v] ? '!' : ' ');
     printf("\n");
   }
 
@@ -358,19 +379,26 @@ int main(int argc, char **argv)
     gpu_session *g;
     if (gpu_session_open(&b, &l, &g).code != TBE_OK)
       return 3;
-    gpu_fwd_config fused = def;
-    fused.fused_bounds = 1;
+    gpu_fwd_config fused = def, fused_direct = direct_cfg;
+    fused.fused_bounds = fused_direct.fused_bounds = 1;
     float unfused = median_forward(g, TBE_BOUNDS_WARNING, &def, 0);
     float only = median_forward(g, TBE_BOUNDS_WARNING, &def, 1);
     float opass = median_forward(g, TBE_BOUNDS_WARNING, &fused, 1);
-    float fz = median_forward(g, TBE_BOUNDS_WARNING, &fused, 0);
+    float fzd = median_forward(g, TBE_BOUNDS_WARNING, &fused_direct, 0);
     gpu_fwd_result r;
+    gpu_session_results(g, &r);
+    const long long warned_direct = (long long)r.warnings;
+    void *out_direct = r.out;
+    r.out = NULL;
+    gpu_fwd_result_free(&r);
+    float fz = median_forward(g, TBE_BOUNDS_WARNING, &fused, 0);
     gpu_session_results(g, &r);
     int64_t w = 0;
     ref_bounds_check(&b, &l, TBE_BOUNDS_WARNING, &w);
     void *ref = reference(&b, &l);
-    int64_t bad = mismatches(&b, &l, ref, r.out);
+    int64_t bad = mismatches(&b, &l, ref, r.out), bad_direct = mismatches(&b, &l, ref, out_direct);
     free(ref);
+    free(out_direct);
     const long long warned = (long long)r.warnings;
     gpu_fwd_result_free(&r);
     gpu_session_close(g);
@@ -379,12 +407,17 @@ int main(int argc, char **argv)
     if (gpu_session_open(&b, &l, &g).code != TBE_OK)
       return 3;
     float same = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
+    float same_direct = median_forward(g, TBE_BOUNDS_NONE, &direct_cfg, 0);
     gpu_session_close(g);
     printf("%-3s %12.3f %12.3f %12.3f %12.3f %12.3f  fused/plain %.3f (same data: plain %.3f, "
            "%.3f); fused %s, counter %lld vs ref %lld\n",
            shapes[with_check[k]], plain[with_check[k]], unfused, only, opass, fz,
            fz / plain[with_check[k]], same, fz / same, bad ? "MISMATCH" : "bit-exact", warned,
            (long long)w);
+    printf("%-3s direct: fused %.3f, plain on the same data %.3f: fused/plain %.3f; fused %s, "
+           "counter %lld\n",
+           shapes[with_check[k]], fzd, same_direct, fzd / same_direct,
+           bad_direct ? "MISMATCH" : "bit-exact", warned_direct);
     tbe_layout_free(&l);
     tbe_batch_free(&b);
     case_free(c);

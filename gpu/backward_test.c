@@ -75,7 +75,7 @@ static int repeat_test(const char *text, int reps)
     st = gpu_session_backward_open(s, r.bwd.cfg, &gc, r.bwd.grad_output, r.bwd.momentum);
   int fail = st.code != TBE_OK, launches = 0, delayed = 0, longest = 0;
   int64_t chunks = 0;
-  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF};
+  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO};
   for (int i = 0; i < reps && !fail; i++) {
     gpu_fwd_result f;
     gpu_bwd_result g;
@@ -125,7 +125,7 @@ static int graph_test(const char *a, const char *b)
     return 1;
   }
   gpu_session *s;
-  gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO};
+  gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
   gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED};
   tbe_status st = gpu_session_open(&ra.b, &ra.l, &s);
   if (st.code == TBE_OK)

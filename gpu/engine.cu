@@ -84,7 +84,7 @@ struct gpu_session {
 static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
 {
   return a.bags == b.bags && a.width == b.width && a.fused_bounds == b.fused_bounds &&
-         a.small == b.small;
+         a.small == b.small && a.gather == b.gather;
 }
 
 /* Which features take the small-table path: with fwd.small=on every eligible one

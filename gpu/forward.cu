@@ -160,6 +160,33 @@ __device__ __forceinline__ void store_chunk(void *out, tbe_dtype t, int64_t i, c
       st_out(out, t, i + e, v[e]);
 }
 
+/* Bag `bag` of feature f (L positions) from its accumulator: MEAN's scaling, then this lane's
+ * chunks (c0, c0 + G, ...; those it has) stored, each rounded once. */
+template <tbe_dtype WD, int CPT, int VE>
+__device__ __forceinline__ void store_bag(const dev_batch &b, const feat_info *f, int64_t bag,
+                                          int64_t L, typename wt<WD>::A (&acc)[CPT][VE], int c0,
+                                          int G, const bool (&has)[CPT])
+{
+  const int32_t D = f->D;
+  const int64_t o = b.bag_out ? b.bag_out[bag] : (bag - f->bag0) * b.total_D + f->col0;
+  if (b.pool == TBE_POOL_MEAN && L > 0) {
+    const typename wt<WD>::A inv = wt<WD>::inv(L);
+#pragma unroll
+    for (int k = 0; k < CPT; k++)
+#pragma unroll
+      for (int e = 0; e < VE; e++)
+        acc[k][e] = wt<WD>::mul(acc[k][e], inv);
+  }
+  const int unit = min(VE, b.out_dtype == TBE_FP32 ? 4 : 8);
+  const bool aligned = o % unit == 0;
+#pragma unroll
+  for (int k = 0; k < CPT; k++) {
+    const int col = (c0 + k * G) * VE;
+    if (has[k])
+      store_chunk<VE>(b.out, b.out_dtype, o + col, acc[k], D - col, aligned && col + VE <= D);
+  }
+}
+
 /* Blocks per SM the register budget aims at: rows in flight cost registers (VB*GW*CPT bytes per
  * lane), so wider kernels trade occupancy for loads in flight. A tighter cap spills (the
  * narrow shape needs 64 registers), and spills cost more than the occupancy they buy; the
@@ -314,28 +341,99 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
           }
         }
       }
-      const int64_t o = b.bag_out ? b.bag_out[bag] : (bag - bag0) * b.total_D + f->col0;
-      const int64_t L = end - start;
-      if (b.pool == TBE_POOL_MEAN && L > 0) {
-        const A inv = wt<WD>::inv(L);
-#pragma unroll
-        for (int k = 0; k < CPT; k++)
-#pragma unroll
-          for (int e = 0; e < VE; e++)
-            acc[k][e] = wt<WD>::mul(acc[k][e], inv);
-      }
-      const int unit = min(VE, b.out_dtype == TBE_FP32 ? 4 : 8);
-      const bool aligned = o % unit == 0;
-#pragma unroll
-      for (int k = 0; k < CPT; k++) {
-        const int col = (c0 + k * G) * VE;
-        if (has[k])
-          store_chunk<VE>(b.out, b.out_dtype, o + col, acc[k], D - col,
-                          aligned && col + VE <= D);
-      }
+      store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
       start = end;
       end = next_end;
     }
+  }
+  if (g.state)
+    flush_invalid(g, invalid);
+}
+
+/* The direct gather (fwd.gather=direct): one bag per group of G lanes, and every lane loads each
+ * index of its bag itself (the group's G loads of one index are one broadcast), so a row's
+ * address comes from an independent load, not through shared memory: GW rows are in flight,
+ * the bag's last ones too (loads predicated), then added in position order. The same adds in
+ * the same order as the window gather, so the same bits. Fused, the group's first lane (of the
+ * first column tile) counts and repairs an invalid index; every lane reads it as 0 (a lane that
+ * loads it after the repair reads the 0 itself). Programs are feature-major (grid z: the
+ * feature), so the warps resident together read one table, as a plain gather's do. */
+template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool WEIGHTED, bool FUSED>
+__global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
+    direct_kernel(dev_batch b, gather_launch g)
+{
+  typedef typename wt<WD>::S S;
+  typedef typename wt<WD>::A A;
+  typedef typename raw_vec<VB>::type R;
+  constexpr int VE = VB / (int)sizeof(S);
+  union chunk {
+    R raw;
+    S s[VE];
+  };
+  if (fatal_stop(g))
+    return;
+  const int G = g.G, li = (int)threadIdx.x & (G - 1);
+  const int64_t bi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> (__ffs(G) - 1);
+  const int c0 = (int)blockIdx.y * g.tile_chunks + li;
+  const bool owner = li == 0 && blockIdx.y == 0;
+  unsigned long long invalid = 0;
+  const int f_end = min(g.nfeat, ((int)blockIdx.z + 1) * g.feat_per_chunk);
+  for (int fi = (int)blockIdx.z * g.feat_per_chunk; fi < f_end; fi++) {
+    const feat_info *f = g.features + fi;
+    if (bi >= f->Bt)
+      continue;
+    const int64_t bag = f->bag0 + bi;
+    const int32_t D = f->D;
+    const S *table = (const S *)b.weights + f->table;
+    const int chunks = D / VE + (D % VE != 0);
+    bool has[CPT];
+    int chunk_at[CPT];
+#pragma unroll
+    for (int k = 0; k < CPT; k++) {
+      has[k] = c0 + k * G < chunks;
+      chunk_at[k] = has[k] ? c0 + k * G : 0;
+    }
+    const int64_t E = FUSED ? f->E : 0;
+    const int64_t start = load_index<IT>(b.offsets, bag, false);
+    const int64_t end = load_index<IT>(b.offsets, bag + 1, false);
+    A acc[CPT][VE];
+#pragma unroll
+    for (int k = 0; k < CPT; k++)
+#pragma unroll
+      for (int e = 0; e < VE; e++)
+        acc[k][e] = 0;
+    for (int64_t p = start; p < end; p += GW) {
+      const S *r[GW];
+      float rw[GW];
+#pragma unroll
+      for (int q = 0; q < GW; q++) {
+        int64_t idx = -1;
+        if (p + q < end) {
+          idx = load_index<IT>(b.indices, p + q, FUSED);
+          if (FUSED)
+            idx = fused_check(b.indices, b.itype, g.mode, g.state, p + q, idx, E, owner,
+                              invalid);
+        }
+        r[q] = idx != -1 ? table + idx * D : (const S *)zero_row;
+        rw[q] = WEIGHTED && idx != -1 ? __ldg(b.psw + p + q) : 0.0f;
+      }
+      chunk rows[GW][CPT];
+#pragma unroll
+      for (int q = 0; q < GW; q++)
+#pragma unroll
+        for (int k = 0; k < CPT; k++)
+          rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
+#pragma unroll
+      for (int q = 0; q < GW; q++)
+#pragma unroll
+        for (int k = 0; k < CPT; k++)
+#pragma unroll
+          for (int e = 0; e < VE; e++) {
+            const A x = wt<WD>::widen(rows[q][k].s[e]);
+            acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e]) : wt<WD>::add(acc[k][e], x);
+          }
+    }
+    store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
   }
   if (g.state)
     flush_invalid(g, invalid);
@@ -387,53 +485,65 @@ int pow2_ceil(int x)
   return p;
 }
 
+template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool W, bool F>
+void launch_kernel(bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
+                   cudaStream_t stream)
+{
+  if (direct)
+    direct_kernel<WD, IT, VB, CPT, GW, W, F><<<grid, 128, 0, stream>>>(b, g);
+  else
+    gather_kernel<WD, IT, VB, CPT, GW, W, F><<<grid, 128, 0, stream>>>(b, g);
+}
+
 template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW>
-void launch_weighted(dim3 grid, const dev_batch &b, const gather_launch &g, cudaStream_t stream)
+void launch_weighted(bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
+                     cudaStream_t stream)
 {
   if (b.psw && g.fused)
-    gather_kernel<WD, IT, VB, CPT, GW, true, true><<<grid, 128, 0, stream>>>(b, g);
+    launch_kernel<WD, IT, VB, CPT, GW, true, true>(direct, grid, b, g, stream);
   else if (b.psw)
-    gather_kernel<WD, IT, VB, CPT, GW, true, false><<<grid, 128, 0, stream>>>(b, g);
+    launch_kernel<WD, IT, VB, CPT, GW, true, false>(direct, grid, b, g, stream);
   else if (g.fused)
-    gather_kernel<WD, IT, VB, CPT, GW, false, true><<<grid, 128, 0, stream>>>(b, g);
+    launch_kernel<WD, IT, VB, CPT, GW, false, true>(direct, grid, b, g, stream);
   else
-    gather_kernel<WD, IT, VB, CPT, GW, false, false><<<grid, 128, 0, stream>>>(b, g);
+    launch_kernel<WD, IT, VB, CPT, GW, false, false>(direct, grid, b, g, stream);
 }
 
 template <tbe_dtype WD, int VB, int CPT, int GW>
-void launch_itype(dim3 grid, const dev_batch &b, const gather_launch &g, cudaStream_t stream)
+void launch_itype(bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
+                  cudaStream_t stream)
 {
   if (b.itype == TBE_I32)
-    launch_weighted<WD, TBE_I32, VB, CPT, GW>(grid, b, g, stream);
+    launch_weighted<WD, TBE_I32, VB, CPT, GW>(direct, grid, b, g, stream);
   else
-    launch_weighted<WD, TBE_I64, VB, CPT, GW>(grid, b, g, stream);
+    launch_weighted<WD, TBE_I64, VB, CPT, GW>(direct, grid, b, g, stream);
 }
 
 template <tbe_dtype WD, int VB, int CPT>
-void launch_width(int width, dim3 grid, const dev_batch &b, const gather_launch &g,
+void launch_width(int width, bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
                   cudaStream_t stream)
 {
   if (width == 8)
-    launch_itype<WD, VB, CPT, 8>(grid, b, g, stream);
+    launch_itype<WD, VB, CPT, 8>(direct, grid, b, g, stream);
   else
-    launch_itype<WD, VB, CPT, 4>(grid, b, g, stream);
+    launch_itype<WD, VB, CPT, 4>(direct, grid, b, g, stream);
 }
 
 template <tbe_dtype WD>
-void launch_bucket(const bucket &k, int width, dim3 grid, const dev_batch &b,
+void launch_bucket(const bucket &k, int width, bool direct, dim3 grid, const dev_batch &b,
                    const gather_launch &g, cudaStream_t stream)
 {
   constexpr int ES = WD == TBE_FP32 ? 4 : 2;
   if (k.vb == 16) {
     if (k.cpt == 1)
-      launch_width<WD, 16, 1>(width, grid, b, g, stream);
+      launch_width<WD, 16, 1>(width, direct, grid, b, g, stream);
     else
-      launch_width<WD, 16, 2>(width, grid, b, g, stream);
+      launch_width<WD, 16, 2>(width, direct, grid, b, g, stream);
   } else {
     if (k.cpt == 1)
-      launch_width<WD, ES, 1>(width, grid, b, g, stream);
+      launch_width<WD, ES, 1>(width, direct, grid, b, g, stream);
     else
-      launch_width<WD, ES, 2>(width, grid, b, g, stream);
+      launch_width<WD, ES, 2>(width, direct, grid, b, g, stream);
   }
 }
 
@@ -455,6 +565,10 @@ tbe_status gpu_forward_check_config(const gpu_fwd_config *cfg)
   if (cfg->width != 0 && cfg->width != 4 && cfg->width != 8)
     return tbe_error(TBE_EINVAL, "fwd.width", -1, "gather width is %d, not 0 (policy), 4 or 8",
                      cfg->width);
+  if (cfg->gather != GPU_GATHER_AUTO && cfg->gather != GPU_GATHER_DIRECT &&
+      cfg->gather != GPU_GATHER_WINDOW)
+    return tbe_error(TBE_EINVAL, "fwd.gather", -1, "gather mode is %d, not auto, direct or window",
+                     (int)cfg->gather);
   if (cfg->small != GPU_SMALL_AUTO && cfg->small != GPU_SMALL_ON && cfg->small != GPU_SMALL_OFF)
     return tbe_error(TBE_EINVAL, "fwd.small", -1, "small-table mode is %d, not auto, on or off",
                      (int)cfg->small);
@@ -472,6 +586,7 @@ struct gpu_fwd_plan {
   std::vector<launch> launches;
   feat_info *d_features = nullptr;
   int width = 8;
+  bool direct = false; /* direct_kernel, else gather_kernel */
   ~gpu_fwd_plan() { cudaFree(d_features); }
 };
 
@@ -482,6 +597,7 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
   gpu_fwd_plan *p = new gpu_fwd_plan();
   const int es = (int)tbe_dtype_size(h->wdtype);
   p->width = cfg && cfg->width ? cfg->width : 8; /* measured sweep: bench/RESULTS.md */
+  p->direct = cfg && cfg->gather == GPU_GATHER_DIRECT;
   std::vector<bucket> buckets;
   for (int i = 0; i < n && h->pool != TBE_POOL_NONE; i++) {
     const int32_t t = features[i], j = h->feature_table_map[t];
@@ -531,12 +647,15 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
     g.tile_chunks = k.G * k.cpt;
     /* policy from the measured sweep (bench/RESULTS.md): four bags per program hide the
      * per-bag latency of short bags, one keeps more programs for long ones */
-    g.bpp = cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
+    g.bpp = p->direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
     const int64_t warps = (programs * k.G + 31) / 32 * k.tiles;
-    const int64_t fchunks = std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
+    /* direct: a feature per grid z slice (as many as the grid allows) */
+    const int64_t fchunks = p->direct
+                                ? std::min<int64_t>(g.nfeat, 65535)
+                                : std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
     g.feat_per_chunk = (int32_t)((g.nfeat + fchunks - 1) / fchunks);
     x.grid = dim3((unsigned)((programs * k.G + 127) / 128), (unsigned)k.tiles,
                   (unsigned)((g.nfeat + g.feat_per_chunk - 1) / g.feat_per_chunk));
@@ -577,11 +696,11 @@ tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fus
     g.mode = base.mode;
     g.state = base.state;
     if (b.wdtype == TBE_FP32)
-      launch_bucket<TBE_FP32>(x.k, p->width, x.grid, b, g, stream);
+      launch_bucket<TBE_FP32>(x.k, p->width, p->direct, x.grid, b, g, stream);
     else if (b.wdtype == TBE_FP16)
-      launch_bucket<TBE_FP16>(x.k, p->width, x.grid, b, g, stream);
+      launch_bucket<TBE_FP16>(x.k, p->width, p->direct, x.grid, b, g, stream);
     else
-      launch_bucket<TBE_BF16>(x.k, p->width, x.grid, b, g, stream);
+      launch_bucket<TBE_BF16>(x.k, p->width, p->direct, x.grid, b, g, stream);
     GPU_TRY(cudaGetLastError());
   }
   return tbe_ok();

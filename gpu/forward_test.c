@@ -15,12 +15,17 @@
 #include "engine.h"
 #include "tbe_gpu.h"
 
+#define W GPU_GATHER_WINDOW
+#define DG GPU_GATHER_DIRECT
 static const gpu_fwd_config configs[] = {
-  {0, 0, 0, GPU_SMALL_OFF}, {1, 4, 0, GPU_SMALL_OFF}, {2, 8, 0, GPU_SMALL_OFF},
-  {4, 4, 0, GPU_SMALL_OFF}, {1, 8, 1, GPU_SMALL_OFF}, {2, 4, 1, GPU_SMALL_OFF},
-  {4, 8, 1, GPU_SMALL_OFF}, {0, 0, 1, GPU_SMALL_OFF}, {0, 0, 0, GPU_SMALL_ON},
-  {2, 4, 1, GPU_SMALL_ON},
+  {0, 0, 0, GPU_SMALL_OFF, 0}, {1, 4, 0, GPU_SMALL_OFF, W}, {2, 8, 0, GPU_SMALL_OFF, W},
+  {4, 4, 0, GPU_SMALL_OFF, W}, {1, 8, 1, GPU_SMALL_OFF, W}, {2, 4, 1, GPU_SMALL_OFF, W},
+  {4, 8, 1, GPU_SMALL_OFF, W}, {0, 0, 1, GPU_SMALL_OFF, 0}, {0, 0, 0, GPU_SMALL_ON, 0},
+  {2, 4, 1, GPU_SMALL_ON, W}, {0, 4, 0, GPU_SMALL_OFF, DG}, {0, 8, 0, GPU_SMALL_OFF, DG},
+  {0, 4, 1, GPU_SMALL_OFF, DG}, {0, 8, 1, GPU_SMALL_ON, DG},
 };
+#undef W
+#undef DG
 
 static int64_t model_elements, model_equal; /* small-table elements held to the model */
 static double worst_small_ratio;
@@ -46,8 +51,8 @@ static int report(const char *canon, const gpu_fwd_config *c, const eng_case_res
     if (!bad && (k->status == ENG_FAIL || k->status == ENG_ERROR))
       bad = k;
   }
-  printf("%-4s bags=%d width=%d fused=%d small=%d %8.3f ms  %s", bad ? "FAIL" : "pass", c->bags,
-         c->width, c->fused_bounds, small, r->gpu_ms, canon);
+  printf("%-4s bags=%d width=%d fused=%d small=%d gather=%d %8.3f ms  %s", bad ? "FAIL" : "pass",
+         c->bags, c->width, c->fused_bounds, small, (int)c->gather, r->gpu_ms, canon);
   if (bad)
     printf("\n     %s %s: %s", bad->path, bad->output, bad->reason);
   printf("\n");
@@ -112,11 +117,12 @@ static int check_preconditions(void)
     gpu_fwd_config cfg;
     const char *field;
   } bad[] = {
-    {{8, 4, 0, GPU_SMALL_OFF}, "fwd.bags"},
-    {{3, 0, 0, GPU_SMALL_OFF}, "fwd.bags"},
-    {{0, 16, 0, GPU_SMALL_OFF}, "fwd.width"},
-    {{0, 2, 0, GPU_SMALL_OFF}, "fwd.width"},
-    {{0, 0, 0, (gpu_small_mode)7}, "fwd.small"},
+    {{8, 4, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO}, "fwd.bags"},
+    {{3, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO}, "fwd.bags"},
+    {{0, 16, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO}, "fwd.width"},
+    {{0, 2, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO}, "fwd.width"},
+    {{0, 0, 0, (gpu_small_mode)7, GPU_GATHER_AUTO}, "fwd.small"},
+    {{0, 0, 0, GPU_SMALL_OFF, (gpu_gather_mode)5}, "fwd.gather"},
   };
   tbe_case *c;
   tbe_batch b;

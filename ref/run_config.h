@@ -13,14 +13,18 @@
 extern "C" {
 #endif
 
-/* How the forward runs (case keys fwd.bags, fwd.width, fwd.small, fused_bounds). Zero values
+/* How the forward runs (case keys fwd.bags, fwd.width, fwd.small, fwd.gather, fused_bounds). Zero values
  * mean the default policy. None of these changes the generic path's bits. */
 typedef enum { GPU_SMALL_AUTO = 0, GPU_SMALL_ON = 1, GPU_SMALL_OFF = 2 } gpu_small_mode;
+/* the generic gather's kernel (fwd.gather): each lane loads the indices it needs itself
+ * (direct), or a group reads a window of indices once and passes the rows' addresses around */
+typedef enum { GPU_GATHER_AUTO = 0, GPU_GATHER_DIRECT = 1, GPU_GATHER_WINDOW = 2 } gpu_gather_mode;
 typedef struct {
-  int bags;             /* bags per program: 0 (policy), 1, 2 or 4 */
+  int bags;             /* bags per program: 0 (policy), 1, 2 or 4 (the window gather's) */
   int width;            /* gather width, rows in flight: 0 (policy), 4 or 8 */
   int fused_bounds;     /* 1: indices are checked and repaired inside the forward kernels */
   gpu_small_mode small; /* small-table tensor-core path for eligible features */
+  gpu_gather_mode gather; /* the generic gather's kernel */
 } gpu_fwd_config;
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,

@@ -30,7 +30,8 @@
 typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
   K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
-  K_FWD_SMALL, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR, K_STEP,
+  K_FWD_SMALL, K_FWD_GATHER, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR,
+  K_STEP,
   K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT,
   K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_SEED, K_COUNT
 } key_id;
@@ -39,7 +40,8 @@ typedef enum {
 static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
   "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
-  "fwd.small", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr", "step",
+  "fwd.small", "fwd.gather", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr",
+  "step",
   "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.direct",
   "bwd.width", "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "seed"};
 
@@ -55,6 +57,7 @@ static const char *const bounds_words[] = {"fatal", "warning", "ignore", "none"}
 static const char *const invalid_words[] = {"past", "negative", "pruned", "mix"};
 static const char *const corrupt_words[] = {"negative", "decreasing", "past_end", "wrong_last"};
 static const char *const small_words[] = {"auto", "on", "off"};
+static const char *const gather_words[] = {"auto", "direct", "window"};
 static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
 static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
@@ -621,6 +624,11 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_word(ps, v, small_words, 3);
     c->knobs.fwd.small = (gpu_small_mode)w;
     return tbe_ok();
+  case K_FWD_GATHER:
+    if ((w = parse_word(v, gather_words, 3)) < 0)
+      return fail_word(ps, v, gather_words, 3);
+    c->knobs.fwd.gather = (gpu_gather_mode)w;
+    return tbe_ok();
   case K_OPT:
     if ((w = parse_word(v, opt_words, 3)) < 0)
       return fail_word(ps, v, opt_words, 3);
@@ -919,7 +927,8 @@ tbe_status case_parse(const char *text, tbe_case **out)
     if (k < 0)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
                    "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
-                   "fwd.bags fwd.width fwd.small fused_bounds opt lr eps wd lambda clip sr step "
+                   "fwd.bags fwd.width fwd.small fwd.gather fused_bounds opt lr eps wd lambda clip sr "
+                   "step "
                    "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.direct bwd.width "
                    "bwd.grid bwd.order bwd.noise bwd.delay seed", slen(key), key.s, slen(whole),
                    whole.s);
@@ -1023,6 +1032,8 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   sb_int(s, K_FWD_WIDTH, k->fwd.width, 0);
   if (k->fwd.small != GPU_SMALL_AUTO)
     sb_word(s, K_FWD_SMALL, small_words[k->fwd.small]);
+  if (k->fwd.gather != GPU_GATHER_AUTO)
+    sb_word(s, K_FWD_GATHER, gather_words[k->fwd.gather]);
   sb_int(s, K_FUSED_BOUNDS, k->fwd.fused_bounds, 0);
   const ref_bwd_config *b = &k->bwd;
   if (b->opt.kind == REF_OPT_NONE)

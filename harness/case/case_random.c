@@ -103,12 +103,15 @@ static void add_knobs(rcase *r, int bounds_checked, int wd16)
 {
   static const int64_t bags[] = {1, 2, 4}, widths[] = {4, 8};
   static const char *const smalls[] = {"auto", "on", "off"};
+  static const char *const gathers[] = {"auto", "direct", "window"};
   if (chance(r, 15))
     add(r, "fwd.bags=%lld", (long long)pick(r, bags, 3));
   if (chance(r, 15))
     add(r, "fwd.width=%lld", (long long)pick(r, widths, 2));
   if (chance(r, 15))
     add(r, "fwd.small=%s", smalls[rnd(r, 3)]);
+  if (chance(r, 15))
+    add(r, "fwd.gather=%s", gathers[rnd(r, 3)]);
   if (bounds_checked && chance(r, 15))
     add(r, "fused_bounds=%d", (int)rnd(r, 2));
   if (chance(r, 50))

@@ -143,6 +143,7 @@ static void edge(draw *d)
     set(d, "fwd.bags", "%d", 1 << rnd(d, 3));
     set(d, "fwd.width", "%d", rnd(d, 2) ? 4 : 8);
     set(d, "fwd.small", "%s", rnd(d, 3) == 0 ? "auto" : rnd(d, 2) ? "on" : "off");
+    set(d, "fwd.gather", "%s", rnd(d, 3) == 0 ? "auto" : rnd(d, 2) ? "direct" : "window");
     set(d, "fused_bounds", "%d", (int)rnd(d, 2));
     break;
   case 12: { /* the backward: optimizer and its numbers */

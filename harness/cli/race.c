@@ -352,7 +352,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
   gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the schedule */
   gc.grid = gc.noise = gc.delay = 0;
   gc.order = GPU_ORDER_ASC;
-  const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO};
+  const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
   uint64_t *hash = malloc(sizeof *hash * (size_t)launches);
   tbe_status st = hash ? gpu_session_open(&r->b, &r->l, &s)
                        : tbe_error(TBE_ENOMEM, "race", -1, "out of memory");
