@@ -24,9 +24,10 @@
 #   sweep     the forward sweep (gpu_forward_bench --sweep: ours against the gather ceiling on
 #             the SW- shapes of cases/bench.cases, one axis at a time)
 #   wait      waits for the parts run in the background before it
-#   fwdprofile  ncu on the forward's gaps, one kernel launch each (clocks left alone): ours and
-#             the gather ceiling on F1 and SW-L1, F4 plain and fused, S1 generic and small; the
-#             reports in logs/fwd_*.ncu-rep, a line of figures each in the table
+#   fwdprofile  ncu on the forward's gaps, one kernel launch each (clocks left alone): ours
+#             (window and direct) and the gather ceiling on F1, F4 and SW-L1, F4 fused, S1
+#             generic and small (FWD_PROFILES="F4_fused F1_direct": only those); the reports in
+#             logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
 #             short_runs kernel on F1 (logs/anchor.ncu-rep) when a copy is carried in .probe/
@@ -258,11 +259,14 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         "F1_ceiling|--only F1|-k regex:ceiling_kernel -s 23 -c 1" \
         "L1_ours|--sweep --only SW-L1|-k regex:gather_kernel -c 1" \
         "L1_ceiling|--sweep --only SW-L1|-k regex:ceiling_kernel -c 1" \
+        "F1_direct|--only F1|-k regex:direct_kernel -c 1" \
         "F4_plain|--only F4|-k regex:gather_kernel -c 1" \
-        "F4_fused|--only F4|-k regex:gather_kernel<.*true> -c 1" \
+        "F4_ceiling|--only F4|-k regex:ceiling_kernel -c 1" \
+        "F4_fused|--only F4|-k regex:gather_kernel<.*\(bool\)1> -c 1" \
         "S1_generic|--only S1|-k regex:gather_kernel -c 1" \
         "S1_small|--only S1|-k regex:small_kernel -c 1"; do
         IFS='|' read -r name args filter <<<"$spec"
+        [ -n "${FWD_PROFILES:-}" ] && [[ " $FWD_PROFILES " != *" $name "* ]] && continue
         # shellcheck disable=SC2086 # the arguments are word lists
         timeout "$(left)" ncu --clock-control none --kernel-name-base demangled $filter \
           --section SpeedOfLight --section Occupancy --section LaunchStats \

@@ -19,6 +19,18 @@ int gpu_sm_count()
   return sms;
 }
 
+int64_t gpu_l2_bytes()
+{
+  static int64_t bytes = 0;
+  if (!bytes) {
+    int dev = 0, n = 50 << 20;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+      cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, dev);
+    bytes = n;
+  }
+  return bytes;
+}
+
 extern "C" tbe_status gpu_probe(char *desc, size_t n)
 {
   int count = 0;

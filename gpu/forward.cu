@@ -475,6 +475,8 @@ struct bucket {
   int vb, G, cpt, tiles;
   std::vector<feat_info> features;
   int64_t max_B;
+  int64_t table_bytes; /* of the largest table its features read */
+  int64_t min_row;     /* bytes of its narrowest row */
 };
 
 int pow2_ceil(int x)
@@ -582,11 +584,11 @@ struct gpu_fwd_plan {
     bucket k;
     gather_launch g;
     dim3 grid;
+    bool direct; /* direct_kernel, else gather_kernel */
   };
   std::vector<launch> launches;
   feat_info *d_features = nullptr;
   int width = 8;
-  bool direct = false; /* direct_kernel, else gather_kernel */
   ~gpu_fwd_plan() { cudaFree(d_features); }
 };
 
@@ -597,7 +599,6 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
   gpu_fwd_plan *p = new gpu_fwd_plan();
   const int es = (int)tbe_dtype_size(h->wdtype);
   p->width = cfg && cfg->width ? cfg->width : 8; /* measured sweep: bench/RESULTS.md */
-  p->direct = cfg && cfg->gather == GPU_GATHER_DIRECT;
   std::vector<bucket> buckets;
   for (int i = 0; i < n && h->pool != TBE_POOL_NONE; i++) {
     const int32_t t = features[i], j = h->feature_table_map[t];
@@ -612,10 +613,13 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
       return x.vb == k.vb && x.G == k.G && x.cpt == k.cpt && x.tiles == k.tiles;
     });
     if (it == buckets.end()) {
-      k.max_B = 0;
+      k.max_B = k.table_bytes = 0;
+      k.min_row = INT64_MAX;
       buckets.push_back(k);
       it = buckets.end() - 1;
     }
+    it->table_bytes = std::max<int64_t>(it->table_bytes, h->E[j] * h->D[j] * es);
+    it->min_row = std::min<int64_t>(it->min_row, (int64_t)h->D[j] * es);
     const int64_t Bt = l->B_offsets[t + 1] - l->B_offsets[t];
     it->features.push_back(
         {l->B_offsets[t], Bt, h->table_offset[j], h->E[j], l->D_offsets[t], h->D[j]});
@@ -645,15 +649,24 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
     g.nfeat = (int32_t)k.features.size();
     g.G = k.G;
     g.tile_chunks = k.G * k.cpt;
-    /* policy from the measured sweep (bench/RESULTS.md): four bags per program hide the
-     * per-bag latency of short bags, one keeps more programs for long ones */
-    g.bpp = p->direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
+    /* policy from the measured sweep (bench/RESULTS.md): the direct gather where rows come
+     * from DRAM (a table outgrows L2: its programs read one table at a time), bags average 16
+     * rows or more and rows are at least 128 bytes; the window gather where rows are hit in
+     * cache, bags are a few rows or rows narrow (it issues fewer instructions per row), and
+     * with the fused check. The window's four
+     * bags per program hide the per-bag latency of short bags, one keeps more programs for
+     * long ones. */
+    const gpu_gather_mode mode = cfg ? cfg->gather : GPU_GATHER_AUTO;
+    x.direct = mode == GPU_GATHER_DIRECT ||
+               (mode == GPU_GATHER_AUTO && !(cfg && cfg->fused_bounds) &&
+                k.table_bytes > gpu_l2_bytes() && h->N >= 16 * l->total_B && k.min_row >= 128);
+    g.bpp = x.direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
     const int64_t warps = (programs * k.G + 31) / 32 * k.tiles;
     /* direct: a feature per grid z slice (as many as the grid allows) */
-    const int64_t fchunks = p->direct
+    const int64_t fchunks = x.direct
                                 ? std::min<int64_t>(g.nfeat, 65535)
                                 : std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
     g.feat_per_chunk = (int32_t)((g.nfeat + fchunks - 1) / fchunks);
@@ -696,11 +709,11 @@ tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fus
     g.mode = base.mode;
     g.state = base.state;
     if (b.wdtype == TBE_FP32)
-      launch_bucket<TBE_FP32>(x.k, p->width, p->direct, x.grid, b, g, stream);
+      launch_bucket<TBE_FP32>(x.k, p->width, x.direct, x.grid, b, g, stream);
     else if (b.wdtype == TBE_FP16)
-      launch_bucket<TBE_FP16>(x.k, p->width, p->direct, x.grid, b, g, stream);
+      launch_bucket<TBE_FP16>(x.k, p->width, x.direct, x.grid, b, g, stream);
     else
-      launch_bucket<TBE_BF16>(x.k, p->width, p->direct, x.grid, b, g, stream);
+      launch_bucket<TBE_BF16>(x.k, p->width, x.direct, x.grid, b, g, stream);
     GPU_TRY(cudaGetLastError());
   }
   return tbe_ok();

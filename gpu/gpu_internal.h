@@ -23,6 +23,7 @@
 
 /* The device's multiprocessors (132 if it cannot be asked): grids are sized from it. */
 int gpu_sm_count();
+int64_t gpu_l2_bytes(); /* the device's L2 cache */
 
 /* Device allocations of one run, freed together. */
 struct dev_arena {
