@@ -22,7 +22,8 @@
 #             reports, the raw outputs (TBECHECK_TRITON_DUMP) and Triton's compiled kernels
 #             (TRITON_SETS=triton: only the first file)
 #   sweep     the forward sweep (gpu_forward_bench --sweep: ours against the gather ceiling on
-#             the SW- shapes of cases/bench.cases, one axis at a time)
+#             the SW- shapes of cases/bench.cases, one axis at a time; SWEEP_ONLY=SW-L1,SW-base:
+#             only those)
 #   wait      waits for the parts run in the background before it
 #   fwdprofile  ncu on the forward's gaps, one kernel launch each (clocks left alone): ours
 #             (window and direct) and the gather ceiling on F1, F4 and SW-L1, F4 fused, S1
@@ -208,7 +209,8 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         rm "$OUT/triton_kernels.tgz"
       note triton "see logs/triton*.txt; raw outputs and kernels in triton_kernels.tgz*" ;;
     sweep)
-      timeout "$(left)" build-gpu/bench/gpu_forward_bench --sweep --db "$LOGS/sweep.db" \
+      timeout "$(left)" build-gpu/bench/gpu_forward_bench --sweep \
+        ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --db "$LOGS/sweep.db" \
         >"$LOGS/sweep.txt" 2>&1 || failed
       while read -r line; do note "" "$line"; done < <(grep -E "^SW-" "$LOGS/sweep.txt" |
         cut -c1-100)
