@@ -204,3 +204,92 @@ tbe_status ref_backward_order(ref_order o, tbe_batch *b, const tbe_layout *l,
   free(G);
   return s;
 }
+
+/* Triton: whether a lookup of a table that starts at flat element `start` (a row of D) is
+ * pruned: its read lands on the D elements before start. */
+static int triton_pruned_before(const tbe_batch *b, const tbe_layout *l, int64_t start)
+{
+  for (int64_t i = 0; i < l->total_B; i++) {
+    const int32_t j = b->feature_table_map[l->bag_feature[i]];
+    if (b->table_offset[j] != start)
+      continue;
+    for (int64_t p = tbe_iget(b->offsets, b->itype, i);
+         p < tbe_iget(b->offsets, b->itype, i + 1); p++)
+      if (tbe_iget(b->indices, b->itype, p) == -1)
+        return 1;
+  }
+  return 0;
+}
+
+/* FBGEMM's CPU: the rule of backward_order.c that breaks TBE_SEMANTICS at weight element (w) or
+ * momentum row k, or NULL. */
+static const char *fbgemm_defect(const tbe_batch *b, const ref_bwd_config *cfg, int w, int64_t k)
+{
+  int32_t j = -1;
+  for (int64_t row = 0, t = 0; t < b->num_tables && j < 0; row += b->E[t++])
+    if (w ? k < b->table_offset[t + 1] : k < row + b->E[t])
+      j = (int32_t)t;
+  if (j < 0 || cfg->opt.kind == REF_OPT_NONE)
+    return NULL;
+  /* the table's groups: maximal runs of adjacent features mapped to it */
+  int groups = 0, single = 0;
+  for (int32_t t0 = 0, t1; t0 < b->T; t0 = t1) {
+    for (t1 = t0 + 1; t1 < b->T && b->feature_table_map[t1] == b->feature_table_map[t0]; t1++)
+      ;
+    if (b->feature_table_map[t0] == j) {
+      groups++;
+      single |= t1 - t0 == 1;
+    }
+  }
+  if (groups > 1)
+    return "a table shared by features that are not adjacent is updated once per group";
+  if (cfg->opt.kind == REF_OPT_ROWWISE_ADAGRAD && cfg->opt.wd != REF_WD_NONE &&
+      b->wdtype == TBE_FP32 && b->out_dtype == TBE_FP32 && single && b->pool != TBE_POOL_NONE)
+    return "L2 and DECOUPLE weight decay dropped on the fp32 fast path";
+  if (cfg->opt.kind == REF_OPT_SGD && b->wdtype == TBE_FP16 && w)
+    return "fp16 SGD rounds the step to fp16 before the update";
+  if (cfg->clip > 0 && b->out_dtype == TBE_FP16)
+    return "clipping clamps an fp16 gradient to fp16(clip), not clip";
+  return NULL;
+}
+
+const char *ref_order_defect(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                             const ref_bwd_config *cfg, const char *output, int64_t k)
+{
+  static const char pruned[] = "a pruned row (-1) read and updated as the D elements before its "
+                               "table (the previous table's last row)";
+  const int wts = !strcmp(output, "weights");
+  if (o == REF_ORDER_FBGEMM_CPU)
+    return cfg && (wts || !strcmp(output, "momentum")) ? fbgemm_defect(b, cfg, wts, k) : NULL;
+  if (o != REF_ORDER_TRITON)
+    return NULL;
+  if (!strcmp(output, "output") && l->bag_out) {
+    /* the bag whose output row holds k */
+    for (int64_t i = 0; i < l->total_B; i++) {
+      const int32_t j = b->feature_table_map[l->bag_feature[i]];
+      if (k < l->bag_out[i] || k >= l->bag_out[i] + b->D[j])
+        continue;
+      for (int64_t p = tbe_iget(b->offsets, b->itype, i);
+           p < tbe_iget(b->offsets, b->itype, i + 1); p++)
+        if (tbe_iget(b->indices, b->itype, p) == -1)
+          return pruned;
+      if (b->wdtype == TBE_FP32 && b->out_dtype != TBE_FP32)
+        return b->out_dtype == TBE_FP16 ? "double rounding: the fp64 sum stored through fp32 "
+                                          "into fp16"
+                                        : "double rounding: the fp64 sum stored through fp32 "
+                                          "into bf16";
+      return NULL;
+    }
+    return NULL;
+  }
+  /* weights: element k; momentum: row k (rows numbered across the tables) */
+  const int w = wts;
+  if (!w && strcmp(output, "momentum"))
+    return NULL;
+  int64_t row = b->E[0]; /* table j's first row */
+  for (int32_t j = 1; j < b->num_tables; row += b->E[j++])
+    if ((w ? k >= b->table_offset[j] - b->D[j] && k < b->table_offset[j] : k == row - 1) &&
+        triton_pruned_before(b, l, b->table_offset[j]))
+      return pruned;
+  return NULL;
+}

@@ -43,6 +43,17 @@ int ref_backward_order_declines(ref_order o, const tbe_batch *b, const tbe_layou
                                 const ref_bwd_config *cfg, const char *output, char *why,
                                 size_t n);
 
+/* The rule of order o's model that breaks TBE_SEMANTICS and touches element k of output
+ * `output` ("output", "weights" or "momentum"; cfg: the backward's, NULL for a forward) of b, by
+ * its name, or NULL when none does: what explains an element that matches the model but leaves
+ * the normative bound (the engine's defect). Triton's: the store through fp32 of an fp64 sum
+ * into a 16-bit output; a pruned row (-1) read, and updated, as the D elements before its table.
+ * FBGEMM's CPU: the weight decay its fp32 fast path drops; fp16 SGD's step rounded to fp16;
+ * clipping to the clip value rounded to fp16; a shared table updated once per group of adjacent
+ * features. */
+const char *ref_order_defect(ref_order o, const tbe_batch *b, const tbe_layout *l,
+                             const ref_bwd_config *cfg, const char *output, int64_t k);
+
 /* torchrec's Triton TBE (backward_order_triton.c; ../shared/reference/triton_tbe.md 3, 4): one
  * warp per run; runs of fewer than 256 entries summed in buffers of 8 rows (16 weighted) from +0,
  * a buffer by tl.sum (each lane its rows in order, then butterfly shuffles; weighted, the second

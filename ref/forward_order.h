@@ -64,14 +64,6 @@ int ref_order_counter_differs(ref_order o);
 int64_t ref_bounds_order_warnings(ref_order o, const tbe_batch *b, const tbe_layout *l,
                                   const void *indices, const void *offsets);
 
-/* The rule of order o's model that breaks TBE_SEMANTICS and touches element k of output
- * `output` ("output", "weights" or "momentum") of b, by its name ("double rounding: ..."), or
- * NULL when none does: what explains an element that matches the model but leaves the normative
- * bound (the engine's defect). Triton's: the store through fp32 of an fp64 sum into a 16-bit
- * output; a pruned row (-1) read, and updated, as the D elements before its table. */
-const char *ref_order_defect(ref_order o, const tbe_batch *b, const tbe_layout *l,
-                             const char *output, int64_t k);
-
 /* b's forward in order o into out, as ref_forward's contract says (pooled SUM and MEAN; NONE,
  * which has no order, is ref_forward's). TBE_EINVAL where o has no such forward (Triton's
  * MEAN, a pruned row of the first table, which it reads from before the weights). */

@@ -815,7 +815,7 @@ static tbe_status eng_compare(eng_ctx *x, eng_case_result *res, eng_id e, const 
  * explains its kept violations (ref_order_defect), or says that none does, which is a failure
  * of the model or of the bound, not of the engine. */
 static void eng_explain(const eng_check *model, eng_check *bound, ref_order o,
-                        const tbe_batch *b, const tbe_layout *l)
+                        const tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg)
 {
   if (model->status != ENG_PASS || bound->status != ENG_FAIL || !bound->n_violations ||
       strcmp(model->output, bound->output))
@@ -823,7 +823,7 @@ static void eng_explain(const eng_check *model, eng_check *bound, ref_order o,
   const char *rule = NULL;
   int named = 0;
   for (int i = 0; i < bound->n_violations; i++) {
-    const char *r = ref_order_defect(o, b, l, bound->output, bound->violations[i].v.index);
+    const char *r = ref_order_defect(o, b, l, cfg, bound->output, bound->violations[i].v.index);
     named += r != NULL;
     rule = rule ? rule : r;
   }
@@ -869,7 +869,8 @@ static tbe_status eng_check_ext_output(eng_ctx *x, eng_case_result *res, eng_id 
   if (s.code == TBE_OK)
     s = eng_compare(x, res, e, got, &all, ENG_BOUND, want, tw, b, l);
   if (s.code == TBE_OK)
-    eng_explain(&res->checks[model], &res->checks[res->n_checks - 1], o, b, l);
+    eng_explain(&res->checks[model], &res->checks[res->n_checks - 1], o, b, l,
+                tw->bwd ? tw->bwd->cfg : NULL);
   return s;
 }
 

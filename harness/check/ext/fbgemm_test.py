@@ -98,6 +98,8 @@ def main():
             problems.append(f"the model and FBGEMM differ: {canon}: {output}: {why}")
             continue
         explained = [name for name, match in FINDINGS if match(canon, output, baseline, why)]
+        if "no rule of the model leaves the bound" in why:
+            problems.append(f"matches the model, but no model rule explains it: {canon}: {output}")
         if not explained:
             problems.append(f"unexplained {status}: {canon}: {output} ({baseline}): {why}")
         for name in explained:
