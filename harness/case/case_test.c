@@ -274,7 +274,7 @@ static void test_format_truncation(void)
 static void test_random_cases(void)
 {
   char text[BUF], canon[BUF];
-  enum { WORDS = 14 };
+  enum { WORDS = 15 };
   int keys_seen[WORDS] = {0};
   for (uint64_t i = 0; i < 3000; i++) {
     int n = case_random(5, i, text, sizeof text);
@@ -291,7 +291,7 @@ static void test_random_cases(void)
     const char *words[WORDS] = {"vbe=1", "weighted=1", "map=", "pool=none", "invalid=",
                                 "corrupt=", "hot=", "bounds=none", "opt=sgd",
                                 "opt=rowwise_adagrad", "sr=1", "bwd.combine=atomic", "wd=",
-                                "fused_bounds=1"};
+                                "fused_bounds=1", "psw="};
     for (int k = 0; k < WORDS; k++)
       keys_seen[k] += strstr(canon, words[k]) != NULL;
     case_free(c);
