@@ -2,7 +2,7 @@
  * (contributions in position order into per-row accumulators: no sort), on random batches with
  * every option; hand-checked chunk orders; thread-count invariance; untouched rows; and the
  * exact twin: its bound holds for every combine order, is approached, and catches one ulp and
- * one dropped partial among 11,719.
+ * one dropped partial among 11,719; the Triton model's declines.
  */
 #include <math.h>
 #include <omp.h>
@@ -801,6 +801,32 @@ static void test_errors(void)
   problem_free(&p);
 }
 
+/* The Triton model declines the weights and momentum of a row looked up with different
+ * per-sample weights (an unstable sort pairs them), never psw_grad, and not where each row's
+ * weights are one value: then its weighted buffers run. */
+static void test_triton_declines(void)
+{
+  shape sh = {0, 1, 0, 0, 0, TBE_POOL_SUM, TBE_FP32, TBE_FP32, 2, 16, 8, 5, 32};
+  problem p = make_problem(11, &sh);
+  ref_bwd_config c = config(REF_OPT_SGD, REF_WD_NONE, 256, 256);
+  char why[256] = "";
+  float *w = p.b.per_sample_weights;
+  CHECK(p.b.N > 4 * (p.b.E[0] + p.b.E[1]), "%lld lookups: rows repeat", (long long)p.b.N);
+  CHECK(ref_backward_triton_declines(&p.b, &p.l, &c, "weights", why, sizeof why) &&
+            strstr(why, "unstable sort") &&
+            ref_backward_triton_declines(&p.b, &p.l, &c, "momentum", why, sizeof why) &&
+            !ref_backward_triton_declines(&p.b, &p.l, &c, "psw_grad", why, sizeof why),
+        "drawn weights: the weights and momentum are declined, psw_grad is not");
+  for (int64_t q = 0; q < p.b.N; q++) /* one weight per row, rows differ */
+    w[q] = 0.5f * (float)(1 + tbe_iget(p.b.indices, p.b.itype, q));
+  CHECK(!ref_backward_triton_declines(&p.b, &p.l, &c, "weights", why, sizeof why) &&
+            !ref_backward_triton_declines(&p.b, &p.l, &c, "momentum", why, sizeof why),
+        "one weight per row: declined (%s)", why);
+  tbe_status st = ref_backward_triton(&p.b, &p.l, &c, p.grad, p.momentum, NULL, NULL, NULL);
+  CHECK(st.code == TBE_OK, "the model on one weight per row: %s", st.message);
+  problem_free(&p);
+}
+
 /* The free-order twin (ref_backward_exact_free, ref_psw_grad_exact_free): the normative order
  * and FBGEMM's (backward_order.h) are two of the orders it allows, so both lie within it on
  * random problems; FBGEMM's fast path, which drops the weight decay, does not. */
@@ -885,5 +911,6 @@ int main(void)
   test_dropped_partial();
   test_sum_squares_underflow();
   test_errors();
+  test_triton_declines();
   return TEST_MAIN_RESULT();
 }

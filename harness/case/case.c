@@ -29,17 +29,16 @@
 
 typedef enum {
   K_T, K_B, K_R, K_VBE, K_E, K_D, K_MAP, K_L, K_DIST, K_HOT, K_WDTYPE, K_OUT, K_IDX, K_POOL,
-  K_WEIGHTED, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS, K_FWD_WIDTH,
-  K_FWD_SMALL, K_FWD_GATHER, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA, K_CLIP, K_SR,
-  K_STEP,
-  K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT,
-  K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_SEED, K_COUNT
+  K_WEIGHTED, K_PSW, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS,
+  K_FWD_WIDTH, K_FWD_SMALL, K_FWD_GATHER, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA,
+  K_CLIP, K_SR, K_STEP, K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET,
+  K_BWD_DIRECT, K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
 static const char *const key_names[K_COUNT] = {
   "T", "B", "R", "vbe", "E", "D", "map", "L", "dist", "hot", "wdtype", "out", "idx", "pool",
-  "weighted", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
+  "weighted", "psw", "invalid", "invalid_kind", "corrupt", "bounds", "fwd.bags", "fwd.width",
   "fwd.small", "fwd.gather", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr",
   "step",
   "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.direct",
@@ -592,6 +591,9 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_word(ps, v, pool_words, 3);
     c->pool = (tbe_pool)w;
     return tbe_ok();
+  case K_PSW:
+    c->psw_fixed = 1;
+    return parse_f32(ps, v, -2, 2, "a number -2..2 (the range of the drawn weights)", &c->psw);
   case K_INVALID:
     if (parse_num(v, 0, 1, &c->invalid) != NUM_OK)
       return FAIL(ps, K_INVALID, "invalid=%.*s: expected a fraction in [0, 1]", slen(v), v.s);
@@ -783,6 +785,8 @@ static tbe_status check_pooling(parse_state *ps)
   if (c->weighted && c->pool != TBE_POOL_SUM)
     return FAIL(ps, K_WEIGHTED, "weighted=1 needs pool=sum: pool=%s with per-sample weights is "
                 "rejected (ref/SEMANTICS.md 3)", pool_words[c->pool]);
+  if (c->psw_fixed && !c->weighted)
+    return FAIL(ps, K_PSW, "psw fixes every per-sample weight, so it needs weighted=1");
   if (c->pool != TBE_POOL_NONE)
     return tbe_ok();
   if (c->vbe)
@@ -926,12 +930,11 @@ tbe_status case_parse(const char *text, tbe_case **out)
     snprintf(name, sizeof name, "%.*s", slen(key), key.s);
     if (k < 0)
       st = fail_at(name, tok - text, "unknown key '%.*s' in '%.*s'; keys are T B R vbe E D map L "
-                   "dist hot wdtype out idx pool weighted invalid invalid_kind corrupt bounds "
-                   "fwd.bags fwd.width fwd.small fwd.gather fused_bounds opt lr eps wd lambda clip sr "
-                   "step "
-                   "bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket bwd.direct bwd.width "
-                   "bwd.grid bwd.order bwd.noise bwd.delay seed", slen(key), key.s, slen(whole),
-                   whole.s);
+                   "dist hot wdtype out idx pool weighted psw invalid invalid_kind corrupt "
+                   "bounds fwd.bags fwd.width fwd.small fwd.gather fused_bounds opt lr eps wd "
+                   "lambda clip sr step bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket "
+                   "bwd.direct bwd.width bwd.grid bwd.order bwd.noise bwd.delay seed", slen(key),
+                   key.s, slen(whole), whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
     else if (ps.seen[k])
@@ -1150,6 +1153,10 @@ int case_format(const tbe_case *c, char *buf, size_t n)
     sb_word(&s, K_POOL, pool_words[c->pool]);
   if (c->weighted)
     sb_word(&s, K_WEIGHTED, "1");
+  if (c->psw_fixed) {
+    fmt_f32(c->psw, num);
+    sb_word(&s, K_PSW, num);
+  }
   if (c->invalid != 0) {
     fmt_num(c->invalid, num);
     sb_word(&s, K_INVALID, num);
@@ -1210,6 +1217,7 @@ int case_equal(const tbe_case *a, const tbe_case *b)
       !spec_equal(&a->L, &b->L) || a->dist != b->dist || a->alpha != b->alpha ||
       a->num_hot != b->num_hot || a->wdtype != b->wdtype || a->out != b->out ||
       a->idx != b->idx || a->pool != b->pool || a->weighted != b->weighted ||
+      a->psw_fixed != b->psw_fixed || a->psw != b->psw ||
       a->invalid != b->invalid || a->invalid_kind != b->invalid_kind ||
       a->bounds != b->bounds || a->seed != b->seed || !knobs_equal(&a->knobs, &b->knobs) ||
       memcmp(a->corrupt, b->corrupt, sizeof a->corrupt) != 0 ||

@@ -5,7 +5,8 @@
  * Invariant: a tbe_case built by case_parse is normalised, so two cases that format to the same
  * text have equal fields: T, R and num_tables are resolved; map always holds T entries; a list of
  * equal values is FIXED; a range a..a is FIXED; L=normal with sigma 0 is FIXED; hot entries are
- * sorted by (table, row); invalid_kind is PAST when invalid is 0; R is 1 unless vbe; the
+ * sorted by (table, row); invalid_kind is PAST when invalid is 0; psw is 0 unless psw_fixed
+ * (which needs weighted), and an fp32 value that is 0 or normal; R is 1 unless vbe; the
  * backward's fields hold their defaults unless opt is set (lambda 0 unless wd is l2 or
  * decouple, step 0 unless sr=1), and lr, eps, lambda, clip are fp32 values.
  */
@@ -68,6 +69,8 @@ struct tbe_case {
   tbe_itype idx;
   tbe_pool pool;
   int weighted;
+  int psw_fixed;          /* 1: every per-sample weight is psw; 0: drawn */
+  float psw;
   double invalid;         /* fraction of non-hot positions given an invalid index */
   case_invalid_kind invalid_kind;
   int64_t corrupt[CASE_CORRUPT_KINDS]; /* offsets corrupted per kind, 0 = none */

@@ -2,15 +2,16 @@
  * case.h), and those of the small-table path alone (case_random_small). Not a fuzzer: every
  * text it writes parses and generates; shapes stay small.
  *
- * Invariant: case number `index` of the sweep `seed` is a pure function of (seed, index). Every
- * key is drawn with a fair chance, and the rules between keys are respected by construction:
- * pool=none only without VBE and weights, with one D; weighted only with pool=sum; hot rows only
+ * Invariant: case number `index` of the sweep `seed` is a pure function of (seed, index). Every key
+ * is drawn with a fair chance, and the rules between keys are respected by construction: pool=none
+ * only without VBE and weights, with one D; weighted only with pool=sum, and a fixed psw only with
+ * weighted (drawn from a stream of its own, so no other key's value depends on it); hot rows only
  * where the table has enough lookups and a non-hot row; corruptions only with 8+ fixed bags;
  * bounds=none only with trusted inputs (pruned -1 rows allowed); fused_bounds only with a bounds
  * check; backward keys only with their optimizer (eps, wd, lambda with Adagrad; lambda with a
- * weight decay; sr with 16-bit weights; step with sr=1), with small thresholds and chunks so
- * that small cases have long runs. Tokens come in shuffled order,
- * sometimes with explicit defaults, so the text is usually not canonical.
+ * weight decay; sr with 16-bit weights; step with sr=1), with small thresholds and chunks so that
+ * small cases have long runs. Tokens come in shuffled order, sometimes with explicit defaults, so
+ * the text is usually not canonical.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 
 #define RANDOM_STREAM 0x5EED
 #define RANDOM_SMALL_STREAM 0x5EED5
+#define RANDOM_PSW_STREAM 0x5EED6
 
 #define MAX_TOKENS 40
 #define TOKEN_LEN 512
@@ -289,6 +291,11 @@ int case_random(uint64_t seed, uint64_t index, char *buf, size_t n)
     add(&r, "pool=%s", pools[pool]);
   if (weighted || chance(&r, 10))
     add(&r, "weighted=%d", weighted);
+  const uint64_t psw_key = prng_at(prng_key(seed, RANDOM_PSW_STREAM), index);
+  if (weighted && prng_below(prng_at(psw_key, 0), 100) < 10) {
+    static const char *const psws[] = {"1", "0.75", "-1.5", "0", "2", "-0.3"};
+    add(&r, "psw=%s", psws[prng_below(prng_at(psw_key, 1), 6)]);
+  }
 
   int untrusted = 0;
   if (chance(&r, 30)) {

@@ -100,6 +100,23 @@ static void test_canonical(void)
   check_canonical("wdtype=bf16 out=fp16 idx=int32 pool=mean",
                   "wdtype=bf16 out=fp16 idx=int32 pool=mean seed=1");
   check_canonical("weighted=1 pool=sum", "weighted=1 seed=1");
+  /* psw: one fp32 value, printed after weighted as lr is */
+  check_canonical("psw=0.750 weighted=1", "weighted=1 psw=0.75 seed=1");
+  check_canonical("invalid=0.1 psw=-1.5 weighted=1", "weighted=1 psw=-1.5 invalid=0.1 seed=1");
+  check_canonical("weighted=1 psw=0.1000000001", "weighted=1 psw=0.1 seed=1");
+  check_canonical("weighted=1 psw=-0", "weighted=1 psw=0 seed=1");
+  check_canonical("weighted=1 psw=+2", "weighted=1 psw=2 seed=1");
+  check_canonical("weighted=1 psw=-2e0", "weighted=1 psw=-2 seed=1");
+  check_canonical("weighted=1 psw=1 opt=sgd", "weighted=1 psw=1 opt=sgd seed=1");
+  tbe_case *p = NULL, *q = NULL, *u = NULL;
+  case_parse("weighted=1 psw=1", &p);
+  case_parse("weighted=1 psw=0.5", &q);
+  case_parse("weighted=1", &u);
+  CHECK(p && q && u && !case_equal(p, q) && !case_equal(p, u) && !case_equal(u, p),
+        "psw=1, psw=0.5 and drawn weights are three cases");
+  case_free(p);
+  case_free(q);
+  case_free(u);
   check_canonical("T=2 B=8 corrupt=decreasing:2 bounds=fatal # trailing comment",
                   "T=2 B=8 corrupt=decreasing:2 bounds=fatal seed=1");
   /* knobs: GPU forward configuration and the backward */
@@ -176,6 +193,12 @@ static void test_errors(void)
     {"wdtype=fp64", "wdtype"}, {"out=f16", "out"}, {"idx=int16", "idx"}, {"pool=max", "pool"},
     {"weighted=1 pool=mean", "weighted"}, {"weighted=1 pool=none", "weighted"},
     {"weighted=2", "weighted"},
+    {"psw=1", "psw"}, {"weighted=0 psw=0.5", "psw"}, {"pool=mean psw=1", "psw"},
+    {"weighted=1 pool=mean psw=1", "weighted"}, {"weighted=1 psw=nan", "psw"},
+    {"weighted=1 psw=inf", "psw"}, {"weighted=1 psw=-inf", "psw"}, {"weighted=1 psw=2.5", "psw"},
+    {"weighted=1 psw=-3", "psw"}, {"weighted=1 psw=1e-50", "psw"}, {"weighted=1 psw=abc", "psw"},
+    {"weighted=1 psw=", "psw"}, {"weighted=1 psw=0x1p-1", "psw"}, {"weighted=1 psw=1,2", "psw"},
+    {"weighted=1 psw=0.5 psw=0.5", "psw"},
     {"pool=none vbe=1", "pool"}, {"pool=none T=2 D=8,16", "pool"},
     {"pool=none T=2 D=8..16", "pool"}, {"pool=none T=3 map=0,1,2 D=8,8,9", "pool"},
     {"invalid=1.5", "invalid"}, {"invalid=-0.1", "invalid"}, {"invalid=abc", "invalid"},
@@ -256,7 +279,7 @@ static void test_format_truncation(void)
 static void test_random_cases(void)
 {
   char text[BUF], canon[BUF];
-  enum { WORDS = 14 };
+  enum { WORDS = 15 };
   int keys_seen[WORDS] = {0};
   for (uint64_t i = 0; i < 3000; i++) {
     int n = case_random(5, i, text, sizeof text);
@@ -273,7 +296,7 @@ static void test_random_cases(void)
     const char *words[WORDS] = {"vbe=1", "weighted=1", "map=", "pool=none", "invalid=",
                                 "corrupt=", "hot=", "bounds=none", "opt=sgd",
                                 "opt=rowwise_adagrad", "sr=1", "bwd.combine=atomic", "wd=",
-                                "fused_bounds=1"};
+                                "fused_bounds=1", "psw="};
     for (int k = 0; k < WORDS; k++)
       keys_seen[k] += strstr(canon, words[k]) != NULL;
     case_free(c);

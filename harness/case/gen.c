@@ -10,7 +10,7 @@
  *   3. weights: sign * (1 + mantissa) * 2^e, e uniform over a wide range, exact in wdtype;
  *   4. indices: drawn per position from the table's E (uniform or zipf), never a hot row;
  *      then hot rows placed at exactly SL positions; then invalid indices at non-hot positions;
- *   5. per-sample weights.
+ *   5. per-sample weights: drawn per position, or every one the case's psw.
  * The backward's inputs (case_generate_backward) come after, from streams of their own, so a
  * forward-only case's bytes do not depend on them: grad_output drawn like the weights in the
  * output dtype; momentum |fp32 value drawn like an fp32 weight|, one per row (linear key);
@@ -607,18 +607,20 @@ static tbe_status gen_indices(gen *g)
 /* ------------------------------------------------------------------ 5. per-sample weights */
 
 /* fp32 in [-2, 2]: a 53-bit uniform scaled exactly, rounded once to fp32, so the 24-bit
- * significand is full at every magnitude. */
+ * significand is full at every magnitude; with psw= every weight is that value, none drawn. */
 static tbe_status gen_psw(gen *g)
 {
   tbe_batch *b = g->b;
   b->per_sample_weights = malloc(sizeof(float) * (size_t)(b->N ? b->N : 1));
   if (!b->per_sample_weights)
     return no_mem("per_sample_weights");
+  const int fixed = g->c->psw_fixed;
+  const float v = g->c->psw;
   uint64_t key = prng_key(g->c->seed, STREAM_PSW);
   float *w = b->per_sample_weights;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < b->N; p++)
-    w[p] = (float)(4.0 * prng_unit(prng_at(key, (uint64_t)p)) - 2.0);
+    w[p] = fixed ? v : (float)(4.0 * prng_unit(prng_at(key, (uint64_t)p)) - 2.0);
   return tbe_ok();
 }
 

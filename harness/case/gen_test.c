@@ -388,6 +388,36 @@ static void test_shapes_and_values(void)
   tbe_batch_free(&b);
 }
 
+/* psw=V: every per-sample weight is fp32(V), and no other byte differs from the drawn case's */
+static void test_psw(void)
+{
+  static const char *const base = "T=2 B=64 E=50 D=8,16 L=0..20 dist=zipf:1.1 weighted=1";
+  static const char *const values[] = {"0.75", "-1.25", "0.1", "0", "2", "-2"};
+  tbe_batch drawn, b;
+  char text[256];
+  snprintf(text, sizeof text, "%s seed=5", base);
+  if (!make(text, &drawn))
+    return;
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    snprintf(text, sizeof text, "%s psw=%s seed=5", base, values[i]);
+    if (!make(text, &b))
+      continue;
+    const float v = (float)strtod(values[i], NULL);
+    int64_t other = 0;
+    for (int64_t p = 0; p < b.N; p++)
+      other += memcmp(&b.per_sample_weights[p], &v, sizeof v) != 0;
+    CHECK(b.N > 100 && other == 0, "'%s': %lld of %lld per-sample weights are not %s", text,
+          (long long)other, (long long)b.N, values[i]);
+    float *own = b.per_sample_weights;
+    b.per_sample_weights = drawn.per_sample_weights;
+    CHECK(batch_hash(&b) == batch_hash(&drawn), "'%s': psw moved bytes besides the weights",
+          text);
+    b.per_sample_weights = own;
+    tbe_batch_free(&b);
+  }
+  tbe_batch_free(&drawn);
+}
+
 static void test_gen_errors(void)
 {
   check_gen_error("B=1 L=0..4 hot=0:0:4", TBE_EINVAL, "hot"); /* the drawn L is below 4 */
@@ -570,6 +600,7 @@ int main(void)
   test_corrupt();
   test_vbe();
   test_shapes_and_values();
+  test_psw();
   test_gen_errors();
   test_random_cases();
   test_random_small_cases();

@@ -132,6 +132,9 @@ def test_bad_input():
                         (["run", "no-such.cases"], "no-such.cases"),
                         (["run", "."], "."),
                         (["replay", "T=x"], "key 'T'"),
+                        (["run", "B=4 psw=0.5"], "(key 'psw'): psw fixes every per-sample "
+                                                 "weight, so it needs weighted=1"),
+                        (["replay", "weighted=1 psw=nan"], "(key 'psw'): psw=nan: expected"),
                         (["export", "B=-1", "out"], "B"),
                         (["import", "no-such-dir"], "not a directory")):
         _, err = expect(2, *args)

@@ -1,7 +1,7 @@
 /* shrink_test.c: the shrinker's stops: a deadline already past tries nothing, a predicate out of
  * time keeps the smallest failing case found so far, max_tries counts only what was run, and an
- * uncut shrink reaches a minimal case. Not the campaign's planted-fault test
- * (fuzz_campaign_test.py), which shrinks through the engines.
+ * uncut shrink reaches a minimal case, keeping a key with the key it needs (psw, weighted). Not
+ * the campaign's planted-fault test (fuzz_campaign_test.py), which shrinks through the engines.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +17,13 @@
 typedef struct {
   int runs, budget;
 } wide;
+
+/* "Fails" while every per-sample weight is fixed (psw=). */
+static int still_fixed(const char *canon, void *ctx)
+{
+  (void)ctx;
+  return strstr(canon, " psw=") != NULL;
+}
 
 static int still_wide(const char *canon, void *ctx)
 {
@@ -60,6 +67,13 @@ int main(void)
   CHECK(st.stopped == SHRINK_TRIES && st.tries == 2 && w.runs == 2,
         "max tries: %d tries, stop %d", st.tries, (int)st.stopped);
   CHECK(*shrink_stop_reason(SHRINK_TIME) && !*shrink_stop_reason(SHRINK_DONE), "reasons");
+  free(out);
+
+  /* psw needs weighted=1: the shrinker keeps both (a case without weighted does not parse) */
+  CHECK(shrink_case(CASE " weighted=1 psw=-1.25 opt=sgd", still_fixed, NULL, 300, INFINITY, &out,
+                    &st).code == TBE_OK, "psw");
+  CHECK(st.stopped == SHRINK_DONE && !strcmp(out, "B=0 E=1 D=1 weighted=1 psw=0 seed=0"),
+        "psw: '%s' after %d tries, stop %d", out, st.tries, (int)st.stopped);
   free(out);
   return TEST_MAIN_RESULT();
 }
