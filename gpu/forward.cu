@@ -8,11 +8,17 @@
  * MEAN multiplies by 1/L in the same precision, and the store rounds once. Loads run ahead of
  * the adds (GATHER_WIDTH rows in flight) without changing that order.
  *
- * Work split: a program is a group of G lanes (a power of two, GATHER_WIDTH <= G <= 32; 32/G
- * groups per warp) covering BAGS_PER_PROGRAM consecutive bags of every feature in its launch,
- * one bag after the other (a loop over features inside the program, not a B x T grid). A bag's
- * row is cut into chunks of VB bytes (16 where D and the table's offset allow), one per lane; a
- * row longer than 64 chunks is split into column tiles (grid y). The group reads the bag's
+ * Two gathers, the same bits (fwd.gather; the policy in gpu_fwd_plan_make): the window gather
+ * (gather_kernel, below) and the direct gather (direct_kernel: one bag per group, every lane
+ * loading its bag's indices itself, programs feature-major), which wins where rows come from
+ * DRAM and bags are long.
+ *
+ * The window gather's work split: a program is a group of G lanes (a power of two,
+ * GATHER_WIDTH <= G <= 32; 32/G groups per warp) covering BAGS_PER_PROGRAM consecutive bags of
+ * every feature in its launch, one bag after the other (a loop over features inside the
+ * program, not a B x T grid). A bag's row is cut into chunks of VB bytes (16 where D and the
+ * table's offset allow), one per lane; a row longer than 64 chunks is split into column tiles
+ * (grid y; both gathers). The group reads the bag's
  * indices G at a time, one per lane (coalesced), one window ahead, and passes the row pointers
  * around through shared memory, so GATHER_WIDTH row loads are in flight without a load of an
  * index in front of each.
