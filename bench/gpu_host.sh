@@ -266,6 +266,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         "F4_ceiling|--only F4|-k regex:ceiling_kernel -c 1" \
         "F4_fused|--only F4|-k regex:gather_kernel<.*\(bool\)1> -c 1" \
         "S1_generic|--only S1|-k regex:gather_kernel -c 1" \
+        "S1_ceiling|--only S1|-k regex:ceiling_kernel -c 1" \
         "S1_small|--only S1|-k regex:small_kernel -c 1"; do
         IFS='|' read -r name args filter <<<"$spec"
         [ -n "${FWD_PROFILES:-}" ] && [[ " $FWD_PROFILES " != *" $name "* ]] && continue
