@@ -35,7 +35,7 @@ static const char *const shapes[] = {"F1", "F2", "F3", "F4", "S1"};
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 
 /* --only NAME,...: the shapes to run; NULL: all of them */
-static const char *only;
+static const char *only_shapes;
 
 /* Bytes a forward of b declares it moves (the FBGEMM convention): every lookup's row in the
  * weight dtype, and the pooled output in fp32; every shape here has one D. */
@@ -123,7 +123,7 @@ static void run_sweep(bench_db *rec, double copy)
          "GB/s", "ours/ceil", "direct ms", "dir/ceil",
          "check (ceiling: best of unroll 4, 8; the case's index width)");
   for (int k = 0; k < n; k++) {
-    if (!bench_wanted(only, names[k]))
+    if (!bench_wanted(only_shapes, names[k]))
       continue;
     char *text = bench_shape(names[k], NULL);
     tbe_case *c;
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
       argv++;
       argc--;
     } else if (argc >= 3 && !strcmp(argv[1], "--only")) {
-      only = argv[2];
+      only_shapes = argv[2];
       argv[2] = argv[0];
       argv += 2;
       argc -= 2;
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
   float plain[8], swept[8][NSWEEP];
   int64_t swept_bad[8][NSWEEP];
   for (int k = 0; k < NSHAPES; k++) {
-    if (!bench_wanted(only, shapes[k]))
+    if (!bench_wanted(only_shapes, shapes[k]))
       continue;
     char *text = bench_shape(shapes[k], NULL);
     tbe_case *c;
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
       printf("   bags=%d w=%d", sweep[v].bags, sweep[v].width);
   printf("   (configuration sweep, bounds NONE; ! : not bit-exact)\n");
   for (int k = 0; k < NSHAPES; k++) {
-    if (!bench_wanted(only, shapes[k]))
+    if (!bench_wanted(only_shapes, shapes[k]))
       continue;
     printf("%-3s", shapes[k]);
     for (int v = 0; v < NSWEEP; v++)
@@ -309,7 +309,7 @@ int main(int argc, char **argv)
   static const char *const small_shapes[] = {"S1", "S1-L256"};
   printf("\n");
   for (int k = 0; k < 2; k++) {
-    if (!bench_wanted(only, small_shapes[k]))
+    if (!bench_wanted(only_shapes, small_shapes[k]))
       continue;
     char *text = bench_shape(small_shapes[k], NULL);
     tbe_case *c;
@@ -365,7 +365,7 @@ int main(int argc, char **argv)
          "unfused all", "bounds only", "offsets pass", "fused");
   const int with_check[] = {0, 3}; /* F1, F4 */
   for (int k = 0; k < 2; k++) {
-    if (!bench_wanted(only, shapes[with_check[k]]))
+    if (!bench_wanted(only_shapes, shapes[with_check[k]]))
       continue;
     /* the shape's keys before its bounds=none (a later bounds key would be a duplicate) */
     char *shape = bench_shape(shapes[with_check[k]], NULL), text[512];

@@ -74,6 +74,9 @@ typedef struct {
   eng_gpu_calls gpu;      /* zeros: gpu_run, gpu_fwd_result_free, gpu_bwd_result_free; a
                            * test's CPU stand-in otherwise (the GPU is then not probed) */
   int max_violations;     /* violations recorded per check, with coordinates */
+  int worker_timeout_s;   /* a worker engine's longest wait for one line (its greeting, a
+                           * case's reply): after it the worker is killed, the case is an
+                           * error for that engine and a new worker takes the next (0: none) */
   eng_id fault_engine;    /* test the tester: after this engine ran, ... */
   char fault_output[32];  /* ... its output of this name ("": no fault) ... */
   int64_t fault_index;    /* ... moves at this element by one unit in the last place (integers:

@@ -17,7 +17,7 @@ int eng_worker_start(eng_ctx *x, eng_id e, char *const argv[], char *greeting, s
     snprintf(x->argv[e][k], sizeof x->argv[e][k], "%s", argv[k]);
   for (; k < 4; k++)
     x->argv[e][k][0] = '\0';
-  tbe_status s = worker_start(argv, &x->worker[e], greeting, n);
+  tbe_status s = worker_start(argv, x->opt.worker_timeout_s, &x->worker[e], greeting, n);
   if (s.code != TBE_OK) {
     snprintf(x->unavailable[e], sizeof x->unavailable[e], "%s", s.message);
     return -1;

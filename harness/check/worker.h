@@ -16,12 +16,14 @@ typedef struct worker worker;
 
 /* Starts argv[0] (searched in PATH when it has no '/') with argv, and reads its first line (its
  * greeting) into greeting. TBE_EIO if it cannot be started or closes its stdout before greeting;
- * the message says why. The caller must have SIGPIPE ignored, so a dead worker is an error,
- * not a signal. */
-tbe_status worker_start(char *const argv[], worker **out, char *greeting, size_t n);
+ * the message says why. Every line it is to give (the greeting, each reply) must come within
+ * timeout_s seconds (0: no limit), else it is killed and dead. The caller must have SIGPIPE
+ * ignored, so a dead worker is an error, not a signal. */
+tbe_status worker_start(char *const argv[], int timeout_s, worker **out, char *greeting,
+                        size_t n);
 
 /* Sends request (one line, without '\n') and reads one reply line into reply (without '\n').
- * TBE_EIO if the worker has died or dies meanwhile. */
+ * TBE_EIO if the worker has died, dies meanwhile or does not reply in time. */
 tbe_status worker_ask(worker *w, const char *request, char *reply, size_t n);
 
 /* The worker's process id (0 for NULL): what a signal handler may kill. */

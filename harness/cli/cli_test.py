@@ -838,6 +838,25 @@ def test_ext():
     expect(0, "run", "--db", "x.db", "--engines", "ref,ext.exe", cases[0], env=path_env)
     check(all(st == "unsupported" and why == "it computes nothing"
               for st, why in statuses("x.db", "ext.exe").values()), "the executable engine")
+    # an engine that hangs on a case is killed at --engine-timeout: that case is its error, a
+    # new worker takes the next case
+    with open("bin/tbecheck-ext-hang", "w") as f:
+        f.write("#!/bin/sh\necho 'ready order=normative version=hangs once'\n"
+                "while read d; do [ -f hung ] || { touch hung; exec sleep 1000; }\n"
+                "echo 'unsupported: it computes nothing'; done\n")
+    os.chmod("bin/tbecheck-ext-hang", 0o755)
+    t0 = time.time()
+    out, _ = expect(1, "run", "--db", "h.db", "--engines", "ref,ext.hang", "--engine-timeout",
+                    "1", "T=2 B=4 seed=1", "T=2 B=4 seed=2", env=path_env)
+    got = statuses("h.db", "ext.hang")
+    first = [v for k, v in got.items() if "seed=1" in k[0]]
+    second = [v for k, v in got.items() if "seed=2" in k[0]]
+    check(first and all(st == "error" and "within 1 s: killed" in why for st, why in first) and
+          second and all(st == "unsupported" for st, _ in second) and time.time() - t0 < 60,
+          f"a hung engine: {got} after {time.time() - t0:.0f} s")
+    for bad in ("-1", "x", "604801"):
+        _, err = expect(2, "run", "--engine-timeout", bad, cases[0], env=env)
+        check("engine-timeout" in err, f"--engine-timeout {bad}: {err}")
     # test the tester through an external engine; names that are not engines
     expect(1, "run", "--db", "i.db", "--engines", "ref,ext.good", "--inject-fault",
            "ext.good:output@3", cases[0], env=env)

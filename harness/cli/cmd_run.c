@@ -15,7 +15,7 @@
 static const char run_usage[] =
     "usage: tbecheck run [CASEFILE|CASE|- ...] [--db PATH] [--engines LIST] [--repeat N]\n"
     "                    [--shard I/N|auto] [--campaign ID] [--max-violations N]\n"
-    "                    [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
+    "                    [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE] [--engine-timeout S]\n"
     "                    [--gpus all|N | --gpu-ids I,J,...]\n"
     "Runs every case through the engines, compares each engine output with its baseline and\n"
     "stores the outcome in the database, one transaction per case; ends with a summary per\n"
@@ -32,6 +32,9 @@ static const char run_usage[] =
     "                         with --shard: derived from the commit, N, the engines, the repeats\n"
     "                         and every case, so the shards of one command line agree\n"
     "  --max-violations N     violations stored per result (default 10)\n"
+    "  --engine-timeout S     the longest a worker engine (oracle, ext.NAME) may take to reply\n"
+    "                         to one case (default 1800; 0: none): then it is killed, that\n"
+    "                         case is its error, and a new worker takes the next\n"
     "  --inject-fault E:O[@I] test the tester: move element I (default 0) of engine E's\n"
     "                         output O by one ulp (integers: by one); the run must then fail.\n"
     "                         The run is marked injected (kept out of drift, flaky, worst);\n"
@@ -50,6 +53,7 @@ static const char import_usage[] =
     "usage: tbecheck import DIR [--pool sum|mean|none] [--out fp32|fp16|bf16]\n"
     "                       [--bounds fatal|warning|ignore|none] [--db PATH] [--engines LIST]\n"
     "                       [--max-violations N] [--inject-fault ENGINE:OUTPUT[@I]]\n"
+    "                       [--engine-timeout S]\n"
     "Runs a captured batch given as .npy files in DIR (harness/store/import.h: weights, E, D,\n"
     "indices and offsets required; table_offset, feature_table_map, B_vbe, per_sample_weights\n"
     "optional) through the engines and stores it as a run of one case, named by a digest of the\n"
@@ -58,6 +62,7 @@ static const char import_usage[] =
 static const char replay_usage[] =
     "usage: tbecheck replay ID|CASE|--result N [--db PATH] [--engines LIST] [--max-violations N]\n"
     "                       [--inject-fault ENGINE:OUTPUT[@I]] [--max-memory SIZE]\n"
+    "                       [--engine-timeout S]\n"
     "Reruns one case (a case text, the id or hash of a case in the database, or with --result\n"
     "the case of result N: list's first column) and prints every comparison in detail with its\n"
     "first violations at their coordinates: (t, b, d) for pooled outputs, (p, d) for pooling\n"
@@ -67,8 +72,9 @@ static const char replay_usage[] =
 
 int cmd_run(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB,   OPT_ENGINES, OPT_REPEAT, OPT_SHARD,   OPT_MAXV,
-                                OPT_FAULT, OPT_MAXMEM, OPT_CAMPAIGN, OPT_GPUS, OPT_GPU_IDS, 0};
+  static const int allowed[] = {OPT_DB,     OPT_ENGINES,  OPT_REPEAT, OPT_SHARD,
+                                OPT_MAXV,   OPT_FAULT,    OPT_MAXMEM, OPT_CAMPAIGN,
+                                OPT_GPUS,   OPT_GPU_IDS,  OPT_TIMEOUT, 0};
   cli_options o;
   int rc = parse_options(argc, argv, run_usage, allowed, &o);
   if (rc >= 0)
@@ -132,7 +138,7 @@ int cmd_run(int argc, char **argv)
 int cmd_import(int argc, char **argv)
 {
   static const int allowed[] = {OPT_DB, OPT_ENGINES, OPT_MAXV, OPT_FAULT, OPT_POOL, OPT_OUT,
-                                OPT_BOUNDS, 0};
+                                OPT_BOUNDS, OPT_TIMEOUT, 0};
   cli_options o;
   int rc = parse_options(argc, argv, import_usage, allowed, &o);
   if (rc >= 0)
@@ -192,8 +198,8 @@ static void print_check(const eng_check *c)
 
 int cmd_replay(int argc, char **argv)
 {
-  static const int allowed[] = {OPT_DB,    OPT_ENGINES, OPT_MAXV, OPT_FAULT,
-                                OPT_MAXMEM, OPT_RESULT, 0};
+  static const int allowed[] = {OPT_DB,     OPT_ENGINES, OPT_MAXV,    OPT_FAULT,
+                                OPT_MAXMEM, OPT_RESULT,  OPT_TIMEOUT, 0};
   cli_options o;
   int rc = parse_options(argc, argv, replay_usage, allowed, &o);
   if (rc >= 0)

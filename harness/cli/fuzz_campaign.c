@@ -37,7 +37,7 @@
 static const char fuzz_usage[] =
     "usage: tbecheck fuzz [--seconds S] [--seed X] [--engines LIST] [--db PATH]\n"
     "                     [--max-cases N] [--inject-fault ENGINE:OUTPUT[@I]] [--campaign ID]\n"
-    "                     [--gpus all|N | --gpu-ids I,J,...]\n"
+    "                     [--gpus all|N | --gpu-ids I,J,...] [--engine-timeout S]\n"
     "Draws cases over the whole edge space (invalid, negative and pruned indices, every offset\n"
     "corruption in every bounds mode, hot rows up to SL 10^6, VBE with empty ranks, D 1..2048,\n"
     "E = 1, every dtype and knob) for S seconds (default 60) from seed X (default 1), runs each\n"
@@ -49,6 +49,7 @@ static const char fuzz_usage[] =
     "shrink still going at the end stops with the smallest failing case found (cut short).\n"
     "  --engines LIST         from ref,gpu,oracle (default all; ref always)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
+    "  --engine-timeout S     a worker engine's longest reply to one case (default 1800; 0: none)\n"
     "  --inject-fault E:O[@I] test the tester, as in `tbecheck run`\n"    "  --campaign ID          the run's campaign id (runs.campaign)\n"
     "  --gpus all|N           one worker fuzz per GPU (all, or the first N nvidia-smi lists),\n"
     "  --gpu-ids I,J,...      or those devices, pinned with CUDA_VISIBLE_DEVICES, worker k of N\n"
@@ -373,10 +374,12 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
     {"engines", required_argument, 0, 'e'}, {"db", required_argument, 0, 'd'},
     {"max-cases", required_argument, 0, 'n'}, {"inject-fault", required_argument, 0, 'f'},
     {"campaign", required_argument, 0, OPT_CAMPAIGN}, {"gpus", required_argument, 0, OPT_GPUS},
-    {"gpu-ids", required_argument, 0, OPT_GPU_IDS}, {"help", no_argument, 0, 'h'},
+    {"gpu-ids", required_argument, 0, OPT_GPU_IDS}, {"engine-timeout", required_argument, 0, 't'},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
   *o = (fuzz_options){.seconds = 60, .seed = 1, .max_cases = -1, .db_path = "tbecheck.db",
-                      .eng = {.max_violations = 10}};
+                      .eng = {.max_violations = DEFAULT_MAX_VIOLATIONS,
+                              .worker_timeout_s = DEFAULT_ENGINE_TIMEOUT}};
   const char *engines = ENG_DEFAULT_LIST;
   optind = 1;
   opterr = 0;
@@ -388,6 +391,13 @@ static int parse_args(int argc, char **argv, fuzz_options *o)
     case 's': o->seconds = strtod(optarg, &end); break;
     case 'x': o->seed = strtoull(optarg, &end, 10); break;
     case 'n': o->max_cases = strtoll(optarg, &end, 10); break;
+    case 't': {
+      long long v = strtoll(optarg, &end, 10);
+      o->eng.worker_timeout_s = (int)v;
+      if (v < 0 || v > 604800)
+        end = optarg;
+      break;
+    }
     case 'e': engines = optarg; break;
     case 'd': o->db_path = optarg; break;
     case OPT_CAMPAIGN:
@@ -639,11 +649,12 @@ static int fuzz_on_gpus(const fuzz_options *o)
             "without them\n");
     return 2;
   }
-  char seconds[32], cases[24], engines[256];
+  char seconds[32], cases[24], timeout[16], engines[256];
   snprintf(seconds, sizeof seconds, "%.9f", o->seconds);
   snprintf(cases, sizeof cases, "%lld", o->max_cases);
+  snprintf(timeout, sizeof timeout, "%d", o->eng.worker_timeout_s);
   eng_format_list(o->eng.engines, engines, sizeof engines);
-  const char *args[] = {"--seconds", seconds, "--engines", engines,
+  const char *args[] = {"--seconds", seconds, "--engines", engines, "--engine-timeout", timeout,
                         o->max_cases >= 0 ? "--max-cases" : NULL, cases, NULL}; /* NULL ends it */
   gpus_job j = {.command = "fuzz", .gpus = o->gpus, .gpu_ids = o->gpu_ids,
                 .db_path = o->db_path, .campaign = o->campaign, .args = args, .seed = o->seed,

@@ -488,13 +488,15 @@ int run_on_gpus(const cli_options *o, const parsed_case *all, int64_t n)
               "them", o->shard_n ? "--shard" : "--inject-fault");
     return EXIT_USAGE;
   }
-  char repeat[16], maxv[16], maxmem[32], engines[256];
+  char repeat[16], maxv[16], timeout[16], maxmem[32], engines[256];
   snprintf(repeat, sizeof repeat, "%d", o->repeat);
   snprintf(maxv, sizeof maxv, "%d", o->eng.max_violations);
+  snprintf(timeout, sizeof timeout, "%d", o->eng.worker_timeout_s);
   snprintf(maxmem, sizeof maxmem, "%lld", o->max_memory);
   eng_format_list(o->eng.engines, engines, sizeof engines);
-  const char *args[] = {"--repeat", repeat, "--max-violations", maxv, "--engines", engines,
-                        o->max_memory ? "--max-memory" : NULL, maxmem, NULL}; /* NULL ends it */
+  const char *args[] = {"--repeat", repeat, "--max-violations", maxv, "--engine-timeout",
+                        timeout, "--engines", engines, o->max_memory ? "--max-memory" : NULL,
+                        maxmem, NULL}; /* NULL ends it */
   gpus_job j = {.command = "run", .gpus = o->gpus, .gpu_ids = o->gpu_ids, .db_path = o->db_path,
                 .campaign = o->campaign, .args = args, .cases = all, .ncases = n,
                 .repeat = o->repeat};

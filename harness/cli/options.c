@@ -221,6 +221,7 @@ static const struct option all_options[] = {
   {"repeat", required_argument, 0, OPT_REPEAT},
   {"shard", required_argument, 0, OPT_SHARD},
   {"max-violations", required_argument, 0, OPT_MAXV},
+  {"engine-timeout", required_argument, 0, OPT_TIMEOUT},
   {"inject-fault", required_argument, 0, OPT_FAULT},
   {"run", required_argument, 0, OPT_RUN},
   {"failed", no_argument, 0, OPT_FAILED},
@@ -276,6 +277,7 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
   o->repeat = 1;
   o->run = -1;
   o->eng.max_violations = DEFAULT_MAX_VIOLATIONS;
+  o->eng.worker_timeout_s = DEFAULT_ENGINE_TIMEOUT;
   o->imp = (import_options){TBE_POOL_SUM, TBE_FP32, TBE_BOUNDS_WARNING};
   const char *engines = ENG_DEFAULT_LIST;
   static const char *const pools[] = {"sum", "mean", "none"};
@@ -317,6 +319,10 @@ int parse_options(int argc, char **argv, const char *usage, const int *allowed,
     case OPT_MAXV:
       bad = parse_int(optarg, 0, 1000000, &v);
       o->eng.max_violations = (int)v;
+      break;
+    case OPT_TIMEOUT:
+      bad = parse_int(optarg, 0, 604800, &v);
+      o->eng.worker_timeout_s = (int)v;
       break;
     case OPT_FAULT: {
       tbe_status s = eng_parse_fault(optarg, &o->eng);

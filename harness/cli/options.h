@@ -22,6 +22,7 @@ enum { EXIT_PASS = 0, EXIT_FAILURES = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
 
 #define DEFAULT_DB "tbecheck.db"
 #define DEFAULT_MAX_VIOLATIONS 10
+#define DEFAULT_ENGINE_TIMEOUT 1800 /* s: a worker engine's reply to one case, GPU-sized ones too */
 
 /* The command running ("run", "report", ...), which error messages name. */
 extern const char *command_name;
@@ -49,7 +50,7 @@ typedef struct {
 enum {
   OPT_DB = 1000, OPT_ENGINES, OPT_REPEAT, OPT_SHARD, OPT_MAXV, OPT_FAULT, OPT_RUN, OPT_FAILED,
   OPT_POOL, OPT_OUT, OPT_BOUNDS, OPT_FORCE, OPT_MAXMEM, OPT_CAMPAIGN, OPT_SINCE, OPT_HTML,
-  OPT_PATH, OPT_RESULT, OPT_GPUS, OPT_GPU_IDS, OPT_HELP
+  OPT_PATH, OPT_RESULT, OPT_GPUS, OPT_GPU_IDS, OPT_TIMEOUT, OPT_HELP
 };
 
 /* Parses the options of a command that accepts those in `allowed` (a 0-terminated list of
