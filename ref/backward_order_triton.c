@@ -38,7 +38,8 @@ static int by_key(const void *x, const void *y)
 /* Column d of a buffer of S rows (x[k][d], weighted by w[k] when w is given): laid out
  * [S, BLOCK] with 32 / BLOCK lanes along the rows below BLOCK 32, a lane holds rows k, k + tr,
  * ...; in a lane the weighted products pair (1, 0): its second product is rounded and its first
- * fused onto it, the rest fused in order. */
+ * fused onto it (from BLOCK 128 up, (0, 1) in the even 32-column slots), the rest fused in
+ * order. */
 static float tri_buffer_sum(const float *const *x, const float *w, int S, int32_t block,
                             int32_t d)
 {
@@ -51,7 +52,12 @@ static float tri_buffer_sum(const float *const *x, const float *w, int S, int32_
         v[k] = v[k] + x[r][d];
       continue;
     }
-    v[k] = fmaf(x[k][d], w[k], x[k + tr][d] * w[k + tr]);
+    /* which product is rounded, as measured on the H200: by 32-column slot from BLOCK 128
+     * up (the forward's rule for 16-bit weights), else the second */
+    if (block < 128 || (d / 32) % 2)
+      v[k] = fmaf(x[k][d], w[k], x[k + tr][d] * w[k + tr]);
+    else
+      v[k] = fmaf(x[k + tr][d], w[k + tr], x[k][d] * w[k]);
     for (int r = k + 2 * tr; r < S; r += tr)
       v[k] = fmaf(x[r][d], w[r], v[k]);
   }
