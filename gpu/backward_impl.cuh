@@ -86,13 +86,13 @@ struct dev_bwd {
                                   publish their partial; 0: never */
   uint32_t launch;             /* the session's count of backward launches: bwd.delay's sleeps
                                   differ from launch to launch */
-  int steal;                   /* bwd.steal: the short and long tiers' kernels take their work
-                                  from the counters of bwd_counts (bwd_steal) on a resident
-                                  grid; 0: grid-stride loops */
   int64_t sentinel;            /* key of positions that make no entry (-1, outside every bag) */
   float *momentum;             /* [rows] or NULL */
   float *psw_grad;             /* [N] or NULL */
   dev_opt opt;
+  int steal;                   /* bwd.steal: the short and long tiers' kernels take their work
+                                  from the counters of bwd_counts (bwd_steal) on a resident
+                                  grid; 0: grid-stride loops */
 };
 
 __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)

@@ -119,17 +119,19 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
   bwd_steal<SHORT_BATCH, 32 / W> st;
   /* STEAL: how many runs of the pipeline have their warp slot below n, the loop's condition in
    * place of i (a warp's runs only grow, so those are the pipeline's first ones) */
-  int32_t left = 0;
+  int32_t left = 0, i1 = 0; /* i1: STEAL with AHEAD, the run after i */
   if constexpr (STEAL) {
     st.start(ctr);
     i = st.take(ctr, n, lag);
     left = i - lag < n;
+    if (AHEAD) {
+      i1 = st.take(ctr, n, lag);
+      left += i1 - lag < n;
+    }
   }
-  const int32_t i1 = STEAL && AHEAD ? st.take(ctr, n, lag) : i + groups; /* the run after i */
-  if constexpr (STEAL && AHEAD)
-    left += i1 - lag < n;
   bwd_run next = short_run<DIRECT>(w, list, i, n); /* this run's descriptor, loaded a run ago */
-  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, i1, n) : bwd_run{}; /* the next */
+  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, STEAL ? i1 : i + groups, n)
+                        : bwd_run{}; /* the next */
   short_head h = AHEAD ? short_head_load<DIRECT>(w, next, lane) : short_head{};
   while (STEAL ? left > 0 : i - lag < n) {
     const bwd_run r = next;
