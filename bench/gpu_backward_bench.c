@@ -44,6 +44,8 @@ static const variant variants[] = {
   {"nobucket", {.no_bucket = 1}, REF_COMBINE_DETERMINISTIC},
   {"nodirect", {.no_direct = 1}, REF_COMBINE_DETERMINISTIC},
   {"width4", {.short_width = 4, .long_width = 4}, REF_COMBINE_DETERMINISTIC},
+  {"steal", {.steal = 1}, REF_COMBINE_DETERMINISTIC},
+  {"fused-steal", {.long_mode = GPU_LONG_FUSED, .steal = 1}, REF_COMBINE_DETERMINISTIC},
 };
 enum { NVAR = sizeof variants / sizeof variants[0] };
 

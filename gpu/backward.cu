@@ -154,6 +154,20 @@ __global__ void psw_kernel(dev_bwd w, const dev_bounds *state)
 
 int64_t gpu_bwd_max_blocks() { return (int64_t)gpu_sm_count() * 16; }
 
+tbe_status gpu_bwd_steal_grid(const dev_bwd &w, const void *f, int block, int64_t want,
+                              unsigned *blocks)
+{
+  if (w.grid > 0) {
+    *blocks = (unsigned)w.grid;
+    return tbe_ok();
+  }
+  int per_sm = 0;
+  GPU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, block, 0));
+  const int64_t resident = (int64_t)gpu_sm_count() * per_sm;
+  *blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(want, resident));
+  return tbe_ok();
+}
+
 /* One session's backward: the device view, its buffers, pristine inputs, and the last call's
  * timing events. */
 struct gpu_bwd {
@@ -195,6 +209,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.order < GPU_ORDER_ASC || c.order > GPU_ORDER_SHUFFLE      ? "order"
                     : c.noise != 0 && c.noise != 1                                ? "noise"
                     : c.delay < 0 || c.delay > GPU_MAX_DELAY                      ? "delay"
+                    : c.steal != 0 && c.steal != 1                                ? "steal"
                                                                                   : nullptr;
   if (bad)
     return tbe_error(TBE_EINVAL, bad, -1, "gpu_bwd_config.%s holds a value the backward does not "
@@ -214,6 +229,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   w.grid = c.grid;
   w.order = c.order;
   w.delay = (uint32_t)c.delay;
+  w.steal = c.steal;
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;
   return tbe_ok();

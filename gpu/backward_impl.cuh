@@ -40,6 +40,10 @@ struct bwd_counts {
   unsigned int longs;
   unsigned int chunks;
   int num_runs; /* written by the run-length encode */
+  /* bwd.steal: batches taken so far, per short bucket's launch, by the chunk kernel and by the
+   * apply kernel (bwd_steal); zeroed with the rest before every launch, so no host sync */
+  unsigned int steal_short[BWD_BUCKETS];
+  unsigned int steal_chunk, steal_apply;
 };
 
 /* Everything the backward kernels read, as device pointers; sizes are host-known bounds. */
@@ -86,6 +90,9 @@ struct dev_bwd {
   float *momentum;             /* [rows] or NULL */
   float *psw_grad;             /* [N] or NULL */
   dev_opt opt;
+  int steal;                   /* bwd.steal: the short and long tiers' kernels take their work
+                                  from the counters of bwd_counts (bwd_steal) on a resident
+                                  grid; 0: grid-stride loops */
 };
 
 __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
@@ -331,6 +338,53 @@ template <int W> __device__ __forceinline__ unsigned bwd_group_mask()
 {
   return W == 32 ? 0xffffffffu : ((1u << W) - 1u) << ((threadIdx.x & 31) / W * W);
 }
+
+/* Persistent work stealing (bwd.steal), the stand-in on Hopper for Blackwell's cluster launch
+ * control: the items (runs, chunk programs, long runs) a group of W lanes takes in turn, from a
+ * device counter of batches. A warp of G = 32 / W groups asks for batch b (atomicInc: batches
+ * go to warps in the order they ask) and its group g then takes items b*K*G + j*G + g, j < K,
+ * so adjacent groups read adjacent descriptors as in the grid-stride loop. Every item is in one
+ * batch, every batch goes to one warp and every slot of it to one group, so each item is taken
+ * exactly once, by a group that computes it as any group would. The next batch is asked for as
+ * soon as the last item of the current one is handed out, and first read at the next take, so
+ * the atomic's round trip overlaps an item's work; it costs one register and a warp holds at
+ * most one batch it has not started. Past the count n every item reads n + g (empty, as past
+ * the end of a grid-stride loop), so `item - g < n` is the warp's loop condition; a warp's
+ * batches only grow (each asks after its last), so when it stops, the batch it holds is past n
+ * too. Lanes of a warp call start and take together (the tiers' loops are warp-uniform).
+ * Positions count to at most one batch per warp past n, within 32 bits for n < 2^31. */
+template <int K, int G> struct bwd_steal {
+  static constexpr uint32_t KG = (uint32_t)K * G;
+  uint32_t pos; /* the warp's next item (its group 0's) */
+
+  __device__ static uint32_t ask(unsigned *ctr)
+  {
+    unsigned b = 0;
+    if ((threadIdx.x & 31) == 0)
+      b = atomicInc(ctr, 0xffffffffu);
+    b = __shfl_sync(0xffffffffu, b, 0);
+#if defined(TBE_FAULT_STEAL_SKIP) /* planted: batch 0 is never taken, its items never done */
+    b++;
+#endif
+    return b * KG;
+  }
+  __device__ void start(unsigned *ctr) { pos = ask(ctr); }
+  /* The next item of this group (lag: its place in the warp) among n. */
+  template <typename I> __device__ I take(unsigned *ctr, I n, int lag)
+  {
+    const uint32_t r = pos;
+    pos += G;
+    if (pos % KG == 0)
+      pos = ask(ctr);
+    return (I)min(r, (uint32_t)n) + lag;
+  }
+};
+
+/* bwd.steal's grid for kernel f of `block` threads: w.grid when given, else the blocks the
+ * device keeps resident at once (SMs x cudaOccupancyMaxActiveBlocksPerMultiprocessor), at most
+ * want (the grid-stride loop's grid: no more groups than the tier's bound of work asks for). */
+tbe_status gpu_bwd_steal_grid(const dev_bwd &w, const void *f, int block, int64_t want,
+                              unsigned *blocks);
 
 /* The table j's element offset of row `row`. */
 __device__ __forceinline__ int64_t bwd_weight_at(const dev_bwd &w, int32_t j, int64_t row)

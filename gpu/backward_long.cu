@@ -12,12 +12,13 @@
  * ref/backward_exact.c, tight enough to see one partial among millions). Long runs of every table go through the widest table's group
  * shape (they are few; bucketing is for short runs).
  *
- * Schedule (bwd.grid, bwd.order, bwd.delay; no bit depends on it): group slot q of the chunk
- * kernel's grid-stride loop takes chunk program chunk_at(q), a bijection on the programs
- * (ascending, descending or a fixed pseudo-random permutation); every array is indexed by the
- * program, so only which group runs it, and when, changes. bwd.delay makes each program sleep a
- * pseudo-random time between its sum and the stores of its partial (delay_ns), in accum mode
- * too (harmless there: the apply is a later kernel).
+ * Schedule (bwd.grid, bwd.order, bwd.delay, bwd.steal; no bit depends on it): group slot q of
+ * the chunk kernel's grid-stride loop, or the q-th slot taken from the steal counter
+ * (bwd_steal), takes chunk program chunk_at(q), a bijection on the programs (ascending,
+ * descending or a fixed pseudo-random permutation); every array is indexed by the program, so
+ * only which group runs it, and when, changes, and a stolen program counts its run down as any
+ * other. bwd.delay makes each program sleep a pseudo-random time between its sum and the stores
+ * of its partial (delay_ns), in accum mode too (harmless there: the apply is a later kernel).
  */
 #include <algorithm>
 
@@ -28,6 +29,12 @@
 namespace {
 
 const int BLOCK = 128;
+
+/* policy: the chunk programs or long runs a group takes per steal (bwd.steal): one, since a
+ * chunk program (bwd.chunk entries, 256 by default) or a run's combine is already as much work
+ * as a batch of short runs, and the tail, where a hot run's programs end, stays shortest (a
+ * warp holds up to one batch it has not started, bwd_steal). */
+const int LONG_BATCH = 1;
 
 /* SplitMix64's finaliser of x + key + round: the Feistel round function of chunk_at. */
 __device__ __forceinline__ uint64_t order_mix(uint64_t x, uint64_t key, int round)
@@ -158,7 +165,8 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
   dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, lane, mask, live);
 }
 
-template <int W, int CPL, int VEC, int U, bool PLAIN>
+/* STEAL (bwd.steal): the slots come from bwd_steal, LONG_BATCH at a time, not the grid stride. */
+template <int W, int CPL, int VEC, int U, bool PLAIN, bool STEAL>
 __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 {
   const int lane = threadIdx.x % W;
@@ -166,8 +174,14 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
   const int64_t n = w.counts->chunks;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   const int64_t lag = (threadIdx.x % 32) / W; /* as in short_kernel: the warp steps together */
-  for (int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; slot - lag < n;
-       slot += groups) {
+  unsigned *const ctr = &w.counts->steal_chunk;
+  bwd_steal<LONG_BATCH, 32 / W> st;
+  int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
+  if constexpr (STEAL) {
+    st.start(ctr);
+    slot = st.take(ctr, n, (int)lag);
+  }
+  for (; slot - lag < n; slot = STEAL ? st.take(ctr, n, (int)lag) : slot + groups) {
     const bool live = slot < n;
     const int64_t q = live ? chunk_at(w, slot, n) : 0;
     const bwd_chunk ch = w.chunks[q];
@@ -229,13 +243,22 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
   }
 }
 
-template <int W, int CPL, int VEC> __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
+/* STEAL as in chunk_kernel. */
+template <int W, int CPL, int VEC, bool STEAL>
+__global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
 {
   const int lane = threadIdx.x % W;
   const int64_t n = w.counts->longs;
   const int64_t groups = (int64_t)gridDim.x * (BLOCK / W);
   const int64_t lag = (threadIdx.x % 32) / W; /* as in short_kernel: the warp steps together */
-  for (int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W; i - lag < n; i += groups)
+  unsigned *const ctr = &w.counts->steal_apply;
+  bwd_steal<LONG_BATCH, 32 / W> st;
+  int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
+  if constexpr (STEAL) {
+    st.start(ctr);
+    i = st.take(ctr, n, (int)lag);
+  }
+  for (; i - lag < n; i = STEAL ? st.take(ctr, n, (int)lag) : i + groups)
     apply_run<W, CPL, VEC>(w, i < n ? i : 0, lane, 0xffffffffu, i < n);
 }
 
@@ -253,28 +276,46 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
   while ((1 << k) < w.max_D)
     k++;
   const bool plain = bwd_plain(w);
+  tbe_status st = tbe_ok();
   bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
     constexpr int VEC = decltype(vec)::value;
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int per = BLOCK / S::W;
+    const int64_t cwant = (w.chunk_cap + per - 1) / per, awant = (w.long_cap + per - 1) / per;
     const unsigned cblocks = w.grid > 0 ? (unsigned)w.grid
-                                        : (unsigned)std::min<int64_t>((w.chunk_cap + per - 1) / per, cap);
+                                        : (unsigned)std::min<int64_t>(cwant, cap);
     /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     const dim3 grid(std::max(cblocks, 1u));
     constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
+    /* f, a stealing kernel, on the resident grid (gpu_bwd_steal_grid) */
+    auto steal = [&](const auto f, int64_t want, auto... args) {
+      unsigned blocks = 0;
+      st = gpu_bwd_steal_grid(w, (const void *)f, BLOCK, want, &blocks);
+      if (st.code == TBE_OK)
+        f<<<blocks, BLOCK, 0, stream>>>(args...);
+    };
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
-      if (plain)
-        chunk_kernel<S::W, S::CPL, VEC, U, P><<<grid, BLOCK, 0, stream>>>(w, fused);
+      if (w.steal && plain)
+        steal(chunk_kernel<S::W, S::CPL, VEC, U, P, true>, cwant, w, fused);
+      else if (w.steal)
+        steal(chunk_kernel<S::W, S::CPL, VEC, U, false, true>, cwant, w, fused);
+      else if (plain)
+        chunk_kernel<S::W, S::CPL, VEC, U, P, false><<<grid, BLOCK, 0, stream>>>(w, fused);
       else
-        chunk_kernel<S::W, S::CPL, VEC, U, false><<<grid, BLOCK, 0, stream>>>(w, fused);
+        chunk_kernel<S::W, S::CPL, VEC, U, false, false><<<grid, BLOCK, 0, stream>>>(w, fused);
     };
     bwd_with_width<S::U>(w.long_width, go);
-    if (!fused) {
-      const unsigned ablocks = (unsigned)std::min<int64_t>((w.long_cap + per - 1) / per, cap);
-      apply_kernel<S::W, S::CPL, VEC><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);
+    if (!fused && w.steal) {
+      if (st.code == TBE_OK)
+        steal(apply_kernel<S::W, S::CPL, VEC, true>, awant, w);
+    } else if (!fused) {
+      const unsigned ablocks = (unsigned)std::min<int64_t>(awant, cap);
+      apply_kernel<S::W, S::CPL, VEC, false><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);
     }
   });
+  if (st.code != TBE_OK)
+    return st;
   GPU_TRY(cudaGetLastError());
   return tbe_ok();
 }

@@ -21,6 +21,12 @@ namespace {
 
 const int BLOCK = 128;
 
+/* policy: the short runs a group takes per steal (bwd.steal): more spread the atomic (one per
+ * warp and batch, all warps on one counter) over more runs, fewer keep the tail short (a warp
+ * holds up to one batch it has not started, bwd_steal); a short run is below threshold
+ * entries, from a few hundred cycles to a few us of work. */
+const int SHORT_BATCH = 8;
+
 /* The common-case kernel (FAST) with two rows in flight: the leanest in registers. */
 __host__ __device__ constexpr bool short_lean(bool fast, int u)
 {
@@ -92,8 +98,10 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
  * one run ahead. Runs are counted in int32 (fewer than N < 2^31). DIRECT: the runs are the
  * encode's, every one of them, the long and the sentinel's empty. FAST (bwd_fast holds): the
  * plain gather, fp16 weights, row-wise Adagrad without stochastic rounding, all as constants;
- * the same operations as the generic kernel's on those cases, without their tests. */
-template <int W, int CPL, int VEC, int U, bool FAST, bool DIRECT>
+ * the same operations as the generic kernel's on those cases, without their tests. STEAL
+ * (bwd.steal): a group's runs come from bwd_steal, SHORT_BATCH at a time, not from the grid
+ * stride; the pipeline is the same, its runs taken in the order the counter gives them. */
+template <int W, int CPL, int VEC, int U, bool FAST, bool DIRECT, bool STEAL>
 __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, short_lean(FAST, U)))
     short_kernel(dev_bwd w, int k)
 {
@@ -107,13 +115,31 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
   const int32_t groups = (int32_t)gridDim.x * (BLOCK / W);
   int32_t i = (int32_t)blockIdx.x * (BLOCK / W) + (int32_t)threadIdx.x / W;
   const int32_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
+  unsigned *const ctr = w.counts->steal_short + k;
+  bwd_steal<SHORT_BATCH, 32 / W> st;
+  /* STEAL: how many runs of the pipeline have their warp slot below n, the loop's condition in
+   * place of i (a warp's runs only grow, so those are the pipeline's first ones) */
+  int32_t left = 0, i1 = 0; /* i1: STEAL with AHEAD, the run after i */
+  if constexpr (STEAL) {
+    st.start(ctr);
+    i = st.take(ctr, n, lag);
+    left = i - lag < n;
+    if (AHEAD) {
+      i1 = st.take(ctr, n, lag);
+      left += i1 - lag < n;
+    }
+  }
   bwd_run next = short_run<DIRECT>(w, list, i, n); /* this run's descriptor, loaded a run ago */
-  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, i + groups, n) : bwd_run{}; /* the next */
+  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, STEAL ? i1 : i + groups, n)
+                        : bwd_run{}; /* the next */
   short_head h = AHEAD ? short_head_load<DIRECT>(w, next, lane) : short_head{};
-  for (; i - lag < n; i += groups) {
+  while (STEAL ? left > 0 : i - lag < n) {
     const bwd_run r = next;
     const bool live = r.len > 0;
-    const int32_t far = i + (AHEAD ? 2 : 1) * groups; /* the run whose descriptor loads now */
+    /* the run whose descriptor loads now */
+    const int32_t far = STEAL ? st.take(ctr, n, lag) : i + (AHEAD ? 2 : 1) * groups;
+    if constexpr (STEAL)
+      left += (far - lag < n) - 1; /* far joins, r leaves */
     if (!AHEAD) {
       next = short_run<DIRECT>(w, list, far, n);
       h = short_head_load<DIRECT>(w, r, lane);
@@ -136,6 +162,8 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
     dev_update_row<W, CPL, VEC>(o, w.weights, wt, h.D, g, wr, m, r.key, lane, full, live);
     if (AHEAD)
       h = after;
+    if constexpr (!STEAL)
+      i += groups;
   }
 }
 
@@ -146,6 +174,7 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
   if (cap == 0)
     return tbe_ok();
   const bool fast = bwd_fast(w);
+  tbe_status st = tbe_ok();
   bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
     constexpr int VEC = decltype(vec)::value;
     typedef bwd_shape<VEC, decltype(kk)::value> S;
@@ -158,7 +187,16 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
         /* FAST only with vector loads (bwd_fast): VEC = 1 builds the generic kernel alone */
         constexpr bool F = decltype(fast_)::value != 0 && VEC == 4;
         constexpr bool DIRECT = decltype(direct)::value != 0;
-        short_kernel<S::W, S::CPL, VEC, U, F, DIRECT><<<blocks, BLOCK, 0, stream>>>(w, k);
+        if (!w.steal) {
+          short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, false>
+              <<<blocks, BLOCK, 0, stream>>>(w, k);
+          return;
+        }
+        const auto f = short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, true>;
+        unsigned grid = 0;
+        st = gpu_bwd_steal_grid(w, (const void *)f, BLOCK, want, &grid);
+        if (st.code == TBE_OK)
+          f<<<grid, BLOCK, 0, stream>>>(w, k);
       };
       auto with_direct = [&](auto fast_) {
         if (w.direct_D)
@@ -173,6 +211,8 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
     };
     bwd_with_width<S::U>(w.short_width, go);
   });
+  if (st.code != TBE_OK)
+    return st;
   GPU_TRY(cudaGetLastError());
   return tbe_ok();
 }

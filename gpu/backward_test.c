@@ -1,9 +1,11 @@
 /* backward_test.c: what the case runs cannot show about the GPU backward: the fused deterministic
  * path launched 50 times, most with chunk programs held back before their partial's store
- * (bwd.delay), gives the reference's bits every time (a race shows up as a change), and
- * bounds check + forward + backward captured once in a CUDA graph and replayed on new inputs of
- * the same shape give the reference's bits (so nothing in them syncs with the host). SKIPs
- * (exit 77) without a GPU. Not `tbecheck run` over cases/gpu_backward.cases (cli_gpu).
+ * (bwd.delay), gives the reference's bits every time (a race shows up as a change), with and
+ * without work stealing (bwd.steal), and bounds check + forward + backward captured once in a
+ * CUDA graph and replayed on new inputs of the same shape give the reference's bits (so nothing
+ * in them syncs with the host; with stealing, the graph's own memset resets the steal counters
+ * for each replay). SKIPs (exit 77) without a GPU. Not `tbecheck run` over
+ * cases/gpu_backward.cases (cli_gpu).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,15 +64,16 @@ static const int repeat_delays[] = {0, 2000, 500, 20000, 5000};
 #define REPEAT_DELAYS ((int)(sizeof repeat_delays / sizeof repeat_delays[0]))
 
 /* The fused deterministic path, many chunks per run and many runs, launched `reps` times in one
- * session under the delays in turn: every launch must give the reference's bits. */
-static int repeat_test(const char *text, int reps)
+ * session under the delays in turn, stealing work when steal is 1: every launch must give the
+ * reference's bits. */
+static int repeat_test(const char *text, int reps, int steal)
 {
   ref_case r;
   if (ref_case_run(text, &r))
     return 1;
   gpu_session *s;
   tbe_status st = gpu_session_open(&r.b, &r.l, &s);
-  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED};
+  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED, .steal = steal};
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, r.bwd.cfg, &gc, r.bwd.grad_output, r.bwd.momentum);
   int fail = st.code != TBE_OK, launches = 0, delayed = 0, longest = 0;
@@ -94,7 +97,8 @@ static int repeat_test(const char *text, int reps)
       break;
     }
     char what[64];
-    snprintf(what, sizeof what, "launch %d (bwd.delay=%d)", i + 1, gc.delay);
+    snprintf(what, sizeof what, "launch %d (bwd.delay=%d bwd.steal=%s)", i + 1, gc.delay,
+             steal ? "on" : "off");
     fail |= same_bits(what, &r, &f, &g);
     chunks = g.stats.chunks;
     launches++;
@@ -105,17 +109,17 @@ static int repeat_test(const char *text, int reps)
   }
   if (st.code != TBE_OK)
     printf("FAIL  %s: %s\n", text, st.message);
-  printf("%s  %d fused launches (%d with bwd.delay up to %d ns), %lld chunk programs each, "
-         "identical to the reference: %s\n", fail ? "FAIL" : "pass", launches, delayed,
-         longest, (long long)chunks, text);
+  printf("%s  %d fused launches (%d with bwd.delay up to %d ns, bwd.steal=%s), %lld chunk "
+         "programs each, identical to the reference: %s\n", fail ? "FAIL" : "pass", launches,
+         delayed, longest, steal ? "on" : "off", (long long)chunks, text);
   gpu_session_close(s);
   ref_case_free(&r);
   return fail;
 }
 
-/* Captures the call on case a, replays it, then uploads case b (same shape, another seed) and
- * replays again: both must give the reference's bits. */
-static int graph_test(const char *a, const char *b)
+/* Captures the call on case a (stealing work when steal is 1), replays it, then uploads case b
+ * (same shape, another seed) and replays again: both must give the reference's bits. */
+static int graph_test(const char *a, const char *b, int steal)
 {
   ref_case ra, rb;
   if (ref_case_run(a, &ra))
@@ -126,7 +130,7 @@ static int graph_test(const char *a, const char *b)
   }
   gpu_session *s;
   gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
-  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED};
+  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED, .steal = steal};
   tbe_status st = gpu_session_open(&ra.b, &ra.l, &s);
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, ra.bwd.cfg, &gc, ra.bwd.grad_output, ra.bwd.momentum);
@@ -156,8 +160,8 @@ static int graph_test(const char *a, const char *b)
     printf("FAIL  graph: %s\n", st.message);
     fail = 1;
   }
-  printf("%s  bounds check + forward + backward in one CUDA graph, replayed on two inputs: %s\n",
-         fail ? "FAIL" : "pass", a);
+  printf("%s  bounds check + forward + backward in one CUDA graph (bwd.steal=%s), replayed on two "
+         "inputs: %s\n", fail ? "FAIL" : "pass", steal ? "on" : "off", a);
   gpu_session_close(s);
   ref_case_free(&ra);
   ref_case_free(&rb);
@@ -174,13 +178,19 @@ int main(void)
   }
   printf("GPU: %s\n", desc);
   int fail = 0;
-  fail |= repeat_test("T=4 B=4096 E=300 D=64 L=24 dist=zipf:1.1 wdtype=fp16 opt=rowwise_adagrad "
-                      "bwd.threshold=32 bwd.chunk=7 seed=31", 50);
-  fail |= repeat_test("T=2 B=16384 E=2000 D=128 L=32 hot=0:5:200000,1:9:100000 "
-                      "opt=rowwise_adagrad weighted=1 bwd.chunk=64 seed=32", 50);
-  fail |= graph_test("T=3 B=2048 E=500,3000,40 D=64,128,16 L=12 dist=zipf:1.1 wdtype=fp16 "
-                     "weighted=1 invalid=0.01 opt=rowwise_adagrad bwd.threshold=16 seed=33",
-                     "T=3 B=2048 E=500,3000,40 D=64,128,16 L=12 dist=zipf:1.1 wdtype=fp16 "
-                     "weighted=1 invalid=0.01 opt=rowwise_adagrad bwd.threshold=16 seed=34");
+  static const char *const many = "T=4 B=4096 E=300 D=64 L=24 dist=zipf:1.1 wdtype=fp16 "
+                                  "opt=rowwise_adagrad bwd.threshold=32 bwd.chunk=7 seed=31";
+  static const char *const hot = "T=2 B=16384 E=2000 D=128 L=32 hot=0:5:200000,1:9:100000 "
+                                 "opt=rowwise_adagrad weighted=1 bwd.chunk=64 seed=32";
+  static const char *const graph[2] = {
+      "T=3 B=2048 E=500,3000,40 D=64,128,16 L=12 dist=zipf:1.1 wdtype=fp16 weighted=1 "
+      "invalid=0.01 opt=rowwise_adagrad bwd.threshold=16 seed=33",
+      "T=3 B=2048 E=500,3000,40 D=64,128,16 L=12 dist=zipf:1.1 wdtype=fp16 weighted=1 "
+      "invalid=0.01 opt=rowwise_adagrad bwd.threshold=16 seed=34"};
+  for (int steal = 0; steal < 2; steal++) {
+    fail |= repeat_test(many, 50, steal);
+    fail |= repeat_test(hot, 50, steal);
+    fail |= graph_test(graph[0], graph[1], steal);
+  }
   return fail;
 }

@@ -8,7 +8,9 @@ race that no launch on the H200 exposed (fuzz/FAULTS.md, fault fused_no_fence: g
 race fuzzer and the campaign all missed it), because the H200 happens to make the stores visible
 in time. The CUDA memory model does not promise that; the fence is what does. So the order is
 checked where it is decided, in the SASS, in straight-line order:
-  - a countdown is an integer ATOMG (the fp64 atomic combine's ATOMG.E.ADD.F64 are partials);
+  - a countdown is an integer ATOMG (the fp64 atomic combine's ATOMG.E.ADD.F64 are partials;
+    bwd.steal's take of the next batch, an atomicInc (ATOMG.E.INC or ATOM.E.INC), is neither:
+    no countdown is an increment);
   - walking back from it, a MEMBAR of GPU scope (or wider) must come before any global store or
     fp64 atomic (a partial published after the fence would not be ordered by it);
   - walking back from that fence, a global store or fp64 atomic (the partial) must come before
@@ -37,6 +39,8 @@ def kind(text):
         return "fence"
     if op.startswith("ATOMG") and ".F64" in op.split()[0]:
         return "partial"
+    if op.startswith("ATOM") and ".INC" in op.split()[0]:
+        return None
     if op.startswith("ATOMG") or op.startswith("ATOM."):
         return "countdown"
     if op.startswith("STG") or op.startswith("RED"):

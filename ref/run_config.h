@@ -28,10 +28,10 @@ typedef struct {
 } gpu_fwd_config;
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,
- * bwd.order, bwd.noise, bwd.delay); the numerics-changing knobs (threshold, chunk, combine) are
- * ref_bwd_config's. Zero values mean the defaults. No bit of any result depends on these: grid,
- * order, noise and delay only change the schedule (which group runs which chunk program, and
- * when), which is what `tbecheck race` varies. */
+ * bwd.order, bwd.noise, bwd.delay, bwd.steal); the numerics-changing knobs (threshold, chunk,
+ * combine) are ref_bwd_config's. Zero values mean the defaults. No bit of any result depends on
+ * these: grid, order, noise, delay and steal only change the schedule (which group runs which
+ * run or chunk program, and when), which is what `tbecheck race` varies. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
 #define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
@@ -48,7 +48,8 @@ typedef struct {
   int long_width;          /* the same for the chunks of long runs (policy: 2) */
   int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
                               chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
-                              fewer blocks make each group loop over several chunk programs */
+                              fewer blocks make each group loop over several chunk programs;
+                              with steal, the blocks of every stealing kernel */
   gpu_chunk_order order;   /* which chunk program the i-th group slot takes: ascending, descending,
                               or a fixed pseudo-random permutation keyed by the case seed */
   int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
@@ -58,6 +59,11 @@ typedef struct {
                               launch) between summing its part and publishing the partial, so a
                               countdown or read that overtakes a partial's store is seen (the
                               deterministic workspace starts each launch as NaN); 0: none */
+  int steal;               /* 1 (bwd.steal=on): persistent work stealing in the short and long
+                              tiers: a grid of the blocks the device keeps resident (or grid),
+                              whose groups take the next batch of runs or chunk programs from a
+                              device counter, in place of the grid-stride loops; 0 (default,
+                              pending its measurement on the H200): the grid-stride loops */
 } gpu_bwd_config;
 
 #ifdef __cplusplus

@@ -154,8 +154,9 @@ CREATE TABLE perf (
 CREATE INDEX perf_run ON perf (run);
 
 -- One row per case of a `tbecheck race` run: the GPU backward of one session launched again and
--- again under varying schedules (bwd.grid, bwd.order, bwd.noise, bwd.delay), each launch's bits
--- compared with the reference's. A mismatch is also a failed results row (path 'backward.race').
+-- again under varying schedules (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.steal), each
+-- launch's bits compared with the reference's. A mismatch is also a failed results row (path
+-- 'backward.race').
 CREATE TABLE races (
   id                INTEGER PRIMARY KEY,
   run               INTEGER NOT NULL REFERENCES runs (id),

@@ -1,9 +1,10 @@
 /* race.c: `tbecheck race --seconds S --seed X [--launches N] [--db PATH] [--cases FILE]`: race
  * fuzzing of the GPU backward's fused fence + countdown path. Each case (drawn, or read from
  * FILE) runs through the reference once; then one GPU session launches its backward N times,
- * cycling through chunk-kernel grids, chunk orders, a noise kernel on a second stream and
- * sleeps before each chunk program's partial store (race_variant), and every launch's weights, momentum and psw_grad are held to the reference's
- * bits. Not `tbecheck fuzz` (fuzz_campaign.c: one launch per case, the whole edge space).
+ * cycling through chunk-kernel grids, chunk orders, a noise kernel on a second stream, sleeps
+ * before each chunk program's partial store and work stealing (race_variant), and every
+ * launch's weights, momentum and psw_grad are held to the reference's bits. Not `tbecheck fuzz`
+ * (fuzz_campaign.c: one launch per case, the whole edge space).
  *
  * What lands in the database per case: one results row per output (gpu:ref, path
  * 'backward.race': a pass when every launch had the reference's bits, else a fail whose metrics
@@ -37,7 +38,7 @@
 #define MAX_LAUNCHES 10000
 #define MAX_VIOLATIONS 10
 #define RACE_PATH "backward.race"
-#define RACE_VARIANT_TEXT 64 /* room for one launch's "grid=G order=O noise=N delay=NS" */
+#define RACE_VARIANT_TEXT 64 /* room for one launch's "grid=G order=O noise=N delay=NS steal=S" */
 
 static const char race_usage[] =
     "usage: tbecheck race [--seconds S] [--seed X] [--launches N] [--db PATH] [--cases FILE]\n"
@@ -48,14 +49,15 @@ static const char race_usage[] =
     "from seed X (default 1) for S seconds (default 60), or the cases of FILE in turn. Each\n"
     "runs through the reference once; then one GPU session launches its backward N times\n"
     "(default 20), cycling through chunk-kernel grids (bwd.grid), chunk orders (bwd.order), a\n"
-    "noise kernel beside it (bwd.noise) and sleeps of each chunk program before it publishes\n"
-    "its partial (bwd.delay, up to 20 us), and every launch must give the reference's bits.\n"
+    "noise kernel beside it (bwd.noise), sleeps of each chunk program before it publishes its\n"
+    "partial (bwd.delay, up to 20 us) and work stealing off and on (bwd.steal), and every\n"
+    "launch must give the reference's bits.\n"
     "Stored per case: a results row per output (path backward.race; a mismatch is a failure,\n"
     "shown by `tbecheck list --failed`) and a races row (launches, distinct outcomes,\n"
     "mismatches), shown by `tbecheck report`. Cases of FILE need an optimizer and\n"
     "bwd.combine=deterministic (the atomic combine is held by its bound, not bit for bit);\n"
-    "their own bwd.grid, bwd.order, bwd.noise and bwd.delay are replaced by the cycle. Without\n"
-    "a GPU it says so and exits 0 (a skip).\n"
+    "their own bwd.grid, bwd.order, bwd.noise, bwd.delay and bwd.steal are replaced by the\n"
+    "cycle. Without a GPU it says so and exits 0 (a skip).\n"
     "  --db PATH              results database (default ./tbecheck.db)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
     "  --campaign ID          the run's campaign id (runs.campaign)\n"
@@ -71,22 +73,26 @@ static const char race_usage[] =
 
 /* ---- the schedule ---- */
 
-/* 5 grids, 3 orders, 2 noise settings, 7 delays: coprime counts, so launches k mod 210 take
- * each combination once (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group
- * loop over many chunk programs, so different groups finish a run's last chunk. The delays (ns)
- * hold each chunk program back between its sum and its partial's store, by a pseudo-random
- * time below them, for up to ~20 us: a countdown or combine that overtook a store would read a
- * NaN slot (backward.cu poisons the workspace per launch). */
+/* 5 grids, 3 orders, 7 delays, and 4 settings of noise and steal (noise k mod 2, steal
+ * (k / 2) mod 2): coprime counts, so launches k mod 420 take each combination once
+ * (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group loop over many chunk
+ * programs, so different groups finish a run's last chunk (with steal, the grid of every
+ * stealing kernel, whose groups then take runs in the order they ask). The delays (ns) hold each
+ * chunk program back between its sum and its partial's store, by a pseudo-random time below
+ * them, for up to ~20 us: a countdown or combine that overtook a store would read a NaN slot
+ * (backward.cu poisons the workspace per launch). */
 static const int race_grids[] = {0, 1, 2, 7, 61};
 static const char *const race_orders[] = {"asc", "desc", "shuffle"};
 static const int race_delays[] = {0, 500, 1000, 2000, 5000, 10000, 20000};
+static const char *const race_steals[] = {"off", "on"};
 
-void race_variant(int64_t k, int *grid, int *order, int *noise, int *delay)
+void race_variant(int64_t k, int *grid, int *order, int *noise, int *delay, int *steal)
 {
   *grid = race_grids[k % 5];
   *order = (int)(k % 3);
   *noise = (int)(k % 2);
   *delay = race_delays[k % 7];
+  *steal = (int)(k / 2 % 2);
 }
 
 /* ---- the drawn cases ---- */
@@ -309,12 +315,13 @@ static int race_compare(const race_ref *r, race_output *o, eng_check *c, int64_t
   return differs;
 }
 
-/* "grid=G order=O noise=N delay=NS" of launch k. */
+/* "grid=G order=O noise=N delay=NS steal=S" of launch k. */
 static void race_variant_text(int64_t k, char *buf, size_t n)
 {
-  int grid, order, noise, delay;
-  race_variant(k, &grid, &order, &noise, &delay);
-  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d", grid, race_orders[order], noise, delay);
+  int grid, order, noise, delay, steal;
+  race_variant(k, &grid, &order, &noise, &delay, &steal);
+  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d steal=%s", grid, race_orders[order], noise,
+           delay, race_steals[steal]);
 }
 
 /* The schedules of `done` launches: the first cycle, then a note that it repeats. malloc'd. */
@@ -350,7 +357,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
   gpu_session *s = NULL;
   const gen_bwd *bwd = &r->bwd;
   gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the schedule */
-  gc.grid = gc.noise = gc.delay = 0;
+  gc.grid = gc.noise = gc.delay = gc.steal = 0;
   gc.order = GPU_ORDER_ASC;
   const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
   uint64_t *hash = malloc(sizeof *hash * (size_t)launches);
@@ -360,7 +367,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
     st = gpu_session_backward_open(s, bwd->cfg, &gc, bwd->grad_output, bwd->momentum);
   for (int64_t k = 0; st.code == TBE_OK && k < launches; k++) {
     int order;
-    race_variant(k, &gc.grid, &order, &gc.noise, &gc.delay);
+    race_variant(k, &gc.grid, &order, &gc.noise, &gc.delay, &gc.steal);
     gc.order = (gpu_chunk_order)order;
     gpu_bwd_stats stats;
     gpu_bwd_result g;
@@ -446,12 +453,13 @@ static int race_repeat(race_ctx *x, const char *canon)
   return n;
 }
 
-/* canon with the schedule of launch k in place of its own bwd.grid, bwd.order, bwd.noise and
- * bwd.delay, canonical; what `tbecheck replay` runs as that launch. malloc'd, NULL on failure. */
+/* canon with the schedule of launch k in place of its own bwd.grid, bwd.order, bwd.noise,
+ * bwd.delay and bwd.steal, canonical; what `tbecheck replay` runs as that launch. malloc'd,
+ * NULL on failure. */
 static char *race_reproducer(const char *canon, int64_t k)
 {
-  int grid, order, noise, delay;
-  race_variant(k, &grid, &order, &noise, &delay);
+  int grid, order, noise, delay, steal;
+  race_variant(k, &grid, &order, &noise, &delay, &steal);
   size_t n = strlen(canon) + 128;
   char *text = malloc(n), *copy = strdup(canon);
   char *out = NULL;
@@ -459,12 +467,14 @@ static char *race_reproducer(const char *canon, int64_t k)
     text[0] = '\0';
     for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
       if (strncmp(tok, "bwd.grid=", 9) && strncmp(tok, "bwd.order=", 10) &&
-          strncmp(tok, "bwd.noise=", 10) && strncmp(tok, "bwd.delay=", 10))
+          strncmp(tok, "bwd.noise=", 10) && strncmp(tok, "bwd.delay=", 10) &&
+          strncmp(tok, "bwd.steal=", 10))
         snprintf(text + strlen(text), n - strlen(text), "%s ", tok);
     if (grid) /* the policy has no key */
       snprintf(text + strlen(text), n - strlen(text), "bwd.grid=%d ", grid);
-    snprintf(text + strlen(text), n - strlen(text), "bwd.order=%s bwd.noise=%d bwd.delay=%d",
-             race_orders[order], noise, delay);
+    snprintf(text + strlen(text), n - strlen(text),
+             "bwd.order=%s bwd.noise=%d bwd.delay=%d bwd.steal=%s", race_orders[order], noise,
+             delay, race_steals[steal]);
     tbe_case *c;
     if (case_parse(text, &c).code == TBE_OK) {
       int len = case_format(c, NULL, 0);

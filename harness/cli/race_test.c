@@ -35,22 +35,27 @@ static int value_index(int *vals, int *n, int v)
 
 static void test_cycle(void)
 {
-  int seen[RACE_CYCLE] = {0}, grid, order, noise, delay, nonzero = 0;
-  race_variant(0, &grid, &order, &noise, &delay);
-  CHECK(grid == 0 && order == 0 && noise == 0 && delay == 0, "launch 0 is not today's schedule");
+  int seen[RACE_CYCLE] = {0}, grid, order, noise, delay, steal, nonzero = 0, stolen = 0;
+  race_variant(0, &grid, &order, &noise, &delay, &steal);
+  CHECK(grid == 0 && order == 0 && noise == 0 && delay == 0 && steal == 0,
+        "launch 0 is not today's schedule");
+  race_variant(2, &grid, &order, &noise, &delay, &steal);
+  CHECK(steal == 1, "launch 2 does not steal: a default race of 20 launches would steal late");
   int grids[RACE_CYCLE], ng = 0, delays[RACE_CYCLE], nd = 0;
   for (int k = 0; k < RACE_CYCLE; k++) {
-    race_variant(k, &grid, &order, &noise, &delay);
+    race_variant(k, &grid, &order, &noise, &delay, &steal);
     const int g = value_index(grids, &ng, grid), dl = value_index(delays, &nd, delay);
     CHECK(order >= 0 && order < 3 && (noise == 0 || noise == 1) && grid >= 0 && delay >= 0 &&
-              delay <= GPU_MAX_DELAY, "launch %d", k);
+              delay <= GPU_MAX_DELAY && (steal == 0 || steal == 1), "launch %d", k);
     nonzero += delay > 0;
+    stolen += steal;
     if (g < 5 && dl < 7)
-      seen[((g * 3 + order) * 2 + noise) * 7 + dl]++;
+      seen[(((g * 3 + order) * 2 + noise) * 7 + dl) * 2 + steal]++;
   }
-  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd == RACE_CYCLE, "%d grids and %d delays in a cycle "
-        "of %d", ng, nd, RACE_CYCLE);
+  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd * 2 == RACE_CYCLE, "%d grids and %d delays in a "
+        "cycle of %d", ng, nd, RACE_CYCLE);
   CHECK(nonzero == RACE_CYCLE * 6 / 7, "%d of %d launches with a delay", nonzero, RACE_CYCLE);
+  CHECK(stolen == RACE_CYCLE / 2, "%d of %d launches steal", stolen, RACE_CYCLE);
   for (int i = 0; i < RACE_CYCLE; i++)
     CHECK(seen[i] == 1, "combination %d taken %d times in one cycle", i, seen[i]);
 }
