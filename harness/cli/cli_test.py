@@ -910,6 +910,24 @@ def worker_pids(p, n):
     return kids
 
 
+def until_stored(pid):
+    """Waits (60 s at most) until worker pid has stored a result in its own database, so a kill
+    then finds work done however loaded the machine is."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = f.read().decode().split("\0")
+    path = argv[argv.index("--db") + 1]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
+                if c.execute("SELECT count(*) FROM results").fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+    check(False, f"worker {pid} stored no result in 60 s")
+
+
 def test_gpus():
     """run --gpus / --gpu-ids: a worker per GPU (nvidia-smi's list; stand-ins here), each on its
     shard; one database with the results of one unsharded run, one campaign, each run with its
@@ -949,7 +967,7 @@ def test_gpus():
                           "many.cases"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kids = worker_pids(p, 2)
-    time.sleep(1.5)
+    until_stored(kids[1])
     os.kill(kids[1], signal.SIGKILL)
     out, err = p.communicate(timeout=120)
     check(p.returncode == 3 and "was killed by signal 9" in err + out, f"exit {p.returncode}:"
@@ -1009,7 +1027,7 @@ def test_fuzz_gpus():
     kids = worker_pids(p, 2)
     with open(f"/proc/{kids[1]}/environ", "rb") as f:
         killed = re.search(rb"TBECHECK_GPU_UUID=([^\0]*)", f.read()).group(1).decode()
-    time.sleep(3)
+    until_stored(kids[1])
     os.kill(kids[1], signal.SIGKILL)
     out, err = p.communicate(timeout=120)
     check(p.returncode == 3 and "was killed by signal 9" in err + out and
