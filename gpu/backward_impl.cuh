@@ -342,41 +342,63 @@ template <int W> __device__ __forceinline__ unsigned bwd_group_mask()
 /* Persistent work stealing (bwd.steal), the stand-in on Hopper for Blackwell's cluster launch
  * control: the items (runs, chunk programs, long runs) a group of W lanes takes in turn, from a
  * device counter of batches. A warp of G = 32 / W groups asks for batch b (atomicInc: batches
- * go to warps in the order they ask) and its group g then takes items b*K*G + j*G + g, j < K,
- * so adjacent groups read adjacent descriptors as in the grid-stride loop. Every item is in one
- * batch, every batch goes to one warp and every slot of it to one group, so each item is taken
- * exactly once, by a group that computes it as any group would. The next batch is asked for as
- * soon as the last item of the current one is handed out, and first read at the next take, so
- * the atomic's round trip overlaps an item's work; it costs one register and a warp holds at
- * most one batch it has not started. Past the count n every item reads n + g (empty, as past
- * the end of a grid-stride loop), so `item - g < n` is the warp's loop condition; a warp's
- * batches only grow (each asks after its last), so when it stops, the batch it holds is past n
- * too. Lanes of a warp call start and take together (the tiers' loops are warp-uniform).
- * Positions count to at most one batch per warp past n, within 32 bits for n < 2^31. */
+ * go to warps in the order they ask) and its group g then takes items (j*NB + b)*G + g, j < K,
+ * of the NB = ceil(n / (K*G)) batches: a batch's slots are spread over the whole list, so
+ * runs that cluster (a Zipf table's hot rows sort first and are the longest) go to K different
+ * warps, not all to one, while adjacent groups still read adjacent descriptors. The map is a
+ * bijection from (b < NB, j < K, g < G) onto [0, NB*K*G), which holds [0, n): each item is
+ * taken exactly once, by a group that computes it as any group would. Slots at or past n in a
+ * batch below NB read n + g (empty, as past the end of a grid-stride loop), and `in` says
+ * whether the slot's batch is below NB: a warp's batches only grow, so once a slot is out, all
+ * its later ones are. A warp asks for its next batch as it starts one, and first reads it when
+ * that one is used up, so the atomic's round trip overlaps K items' work; the warp holds at
+ * most one batch it has not started. Lanes of a warp call start and take together (the tiers'
+ * loops are warp-uniform). The counter's limit is 2^31 - 1, which no count reaches (at most
+ * NB plus two per warp, n < 2^31): it keeps atomicInc an increment in the machine code (an
+ * unlimited one compiles to the add that gpu/fence_sass_test.py reads as a countdown). */
 template <int K, int G> struct bwd_steal {
   static constexpr uint32_t KG = (uint32_t)K * G;
-  uint32_t pos; /* the warp's next item (its group 0's) */
+  uint32_t nb;    /* NB */
+  uint32_t batch; /* the warp's current batch */
+  uint32_t ahead; /* lane 0: its next, asked for */
+  int j;          /* the current batch's next slot */
 
   __device__ static uint32_t ask(unsigned *ctr)
   {
-    unsigned b = 0;
-    if ((threadIdx.x & 31) == 0)
-      b = atomicInc(ctr, 0xffffffffu);
-    b = __shfl_sync(0xffffffffu, b, 0);
+    return (threadIdx.x & 31) == 0 ? atomicInc(ctr, 0x7fffffffu) : 0u;
+  }
+  __device__ static uint32_t got(uint32_t asked)
+  {
+    uint32_t b = __shfl_sync(0xffffffffu, asked, 0);
 #if defined(TBE_FAULT_STEAL_SKIP) /* planted: batch 0 is never taken, its items never done */
     b++;
 #endif
-    return b * KG;
+    return b;
   }
-  __device__ void start(unsigned *ctr) { pos = ask(ctr); }
-  /* The next item of this group (lag: its place in the warp) among n. */
+  template <typename I> __device__ void start(unsigned *ctr, I n)
+  {
+    nb = ((uint32_t)n + KG - 1) / KG;
+    batch = got(ask(ctr));
+    ahead = ask(ctr);
+    j = 0;
+  }
+  /* The next item of this group (lag: its place in the warp) among n; in: its batch is below
+   * NB. */
+  template <typename I> __device__ I take(unsigned *ctr, I n, int lag, bool &in)
+  {
+    const uint32_t b = batch, r = ((uint32_t)j * nb + b) * G;
+    if (++j == K) {
+      j = 0;
+      batch = got(ahead);
+      ahead = ask(ctr);
+    }
+    in = b < nb;
+    return (I)(in ? min(r, (uint32_t)n) : (uint32_t)n) + lag;
+  }
   template <typename I> __device__ I take(unsigned *ctr, I n, int lag)
   {
-    const uint32_t r = pos;
-    pos += G;
-    if (pos % KG == 0)
-      pos = ask(ctr);
-    return (I)min(r, (uint32_t)n) + lag;
+    bool in;
+    return take(ctr, n, lag, in);
   }
 };
 

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
   bwd_steal<LONG_BATCH, 32 / W> st;
   int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
   if constexpr (STEAL) {
-    st.start(ctr);
+    st.start(ctr, n);
     slot = st.take(ctr, n, (int)lag);
   }
   for (; slot - lag < n; slot = STEAL ? st.take(ctr, n, (int)lag) : slot + groups) {
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
   bwd_steal<LONG_BATCH, 32 / W> st;
   int64_t i = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
   if constexpr (STEAL) {
-    st.start(ctr);
+    st.start(ctr, n);
     i = st.take(ctr, n, (int)lag);
   }
   for (; i - lag < n; i = STEAL ? st.take(ctr, n, (int)lag) : i + groups)

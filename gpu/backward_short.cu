@@ -117,16 +117,18 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
   const int32_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
   unsigned *const ctr = w.counts->steal_short + k;
   bwd_steal<SHORT_BATCH, 32 / W> st;
-  /* STEAL: how many runs of the pipeline have their warp slot below n, the loop's condition in
-   * place of i (a warp's runs only grow, so those are the pipeline's first ones) */
+  /* STEAL: how many runs of the pipeline have their batch in (bwd_steal), the loop's condition
+   * in place of i (once a warp's slot is out, its later ones are, so those are the pipeline's
+   * first ones) */
   int32_t left = 0, i1 = 0; /* i1: STEAL with AHEAD, the run after i */
+  bool in = false;
   if constexpr (STEAL) {
-    st.start(ctr);
-    i = st.take(ctr, n, lag);
-    left = i - lag < n;
+    st.start(ctr, n);
+    i = st.take(ctr, n, lag, in);
+    left = in;
     if (AHEAD) {
-      i1 = st.take(ctr, n, lag);
-      left += i1 - lag < n;
+      i1 = st.take(ctr, n, lag, in);
+      left += in;
     }
   }
   bwd_run next = short_run<DIRECT>(w, list, i, n); /* this run's descriptor, loaded a run ago */
@@ -137,9 +139,9 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
     const bwd_run r = next;
     const bool live = r.len > 0;
     /* the run whose descriptor loads now */
-    const int32_t far = STEAL ? st.take(ctr, n, lag) : i + (AHEAD ? 2 : 1) * groups;
+    const int32_t far = STEAL ? st.take(ctr, n, lag, in) : i + (AHEAD ? 2 : 1) * groups;
     if constexpr (STEAL)
-      left += (far - lag < n) - 1; /* far joins, r leaves */
+      left += (int32_t)in - 1; /* far joins, r leaves */
     if (!AHEAD) {
       next = short_run<DIRECT>(w, list, far, n);
       h = short_head_load<DIRECT>(w, r, lane);
