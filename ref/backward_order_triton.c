@@ -38,10 +38,10 @@ static int by_key(const void *x, const void *y)
 /* Column d of a buffer of S rows (x[k][d], weighted by w[k] when w is given): laid out
  * [S, BLOCK] with 32 / BLOCK lanes along the rows below BLOCK 32, a lane holds rows k, k + tr,
  * ...; in a lane the weighted products pair (1, 0): its second product is rounded and its first
- * fused onto it (from BLOCK 128 up, (0, 1) in the even 32-column slots), the rest fused in
- * order. */
+ * fused onto it (where slots is set, (0, 1) in the even 32-column slots: tri_slots), the rest
+ * fused in order. */
 static float tri_buffer_sum(const float *const *x, const float *w, int S, int32_t block,
-                            int32_t d)
+                            int slots, int32_t d)
 {
   const int tr = block >= TRI_LANES ? 1 : TRI_LANES / block;
   float v[TRI_LANES];
@@ -52,9 +52,7 @@ static float tri_buffer_sum(const float *const *x, const float *w, int S, int32_
         v[k] = v[k] + x[r][d];
       continue;
     }
-    /* which product is rounded, as measured on the H200: by 32-column slot from BLOCK 128
-     * up (the forward's rule for 16-bit weights), else the second */
-    if (block < 128 || (d / 32) % 2)
+    if (!slots || (d / 32) % 2)
       v[k] = fmaf(x[k][d], w[k], x[k + tr][d] * w[k + tr]);
     else
       v[k] = fmaf(x[k + tr][d], w[k + tr], x[k][d] * w[k]);
@@ -168,12 +166,20 @@ typedef struct {
   int32_t block;
 } tri_ctx;
 
-/* The gradient of entries e[0..n) (one chunk or short run) into g[0..D): buffers of 8 rows (16
- * weighted) summed by tri_buffer_sum and added to g, then the rest one at a time. */
-static void tri_chunk_grad(const tri_ctx *c, const tri_entry *e, int64_t n, int32_t D, float *g)
+/* Whether a weighted buffer's rounded product follows the 32-column slot (tri_buffer_sum), as
+ * the PTX Triton 3.6 emits for the H200 pairs it: the short-run kernel from BLOCK 64 up (read for
+ * fp32 and bf16 weights; its buffer never touches the weights), the long-run kernel's chunks
+ * from BLOCK 128 up (at 64 both slots pair (1, 0)); below, (1, 0) everywhere. */
+static int tri_slots(int32_t block, int long_run) { return block >= (long_run ? 128 : 64); }
+
+/* The gradient of entries e[0..n) (a short run, or one chunk of a long run) into g[0..D):
+ * buffers of 8 rows (16 weighted) summed by tri_buffer_sum and added to g, then the rest one at
+ * a time. */
+static void tri_chunk_grad(const tri_ctx *c, const tri_entry *e, int64_t n, int32_t D,
+                           int long_run, float *g)
 {
   const float *psw = c->b->per_sample_weights;
-  const int S = psw ? 16 : 8;
+  const int S = psw ? 16 : 8, slots = tri_slots(c->block, long_run);
   for (int32_t d = 0; d < D; d++)
     g[d] = 0.0f;
   int64_t i = 0;
@@ -185,7 +191,7 @@ static void tri_chunk_grad(const tri_ctx *c, const tri_entry *e, int64_t n, int3
       w[k] = psw ? psw[e[i + k].p] : 1.0f;
     }
     for (int32_t d = 0; d < D; d++)
-      g[d] = g[d] + tri_buffer_sum(x, psw ? w : NULL, S, c->block, d);
+      g[d] = g[d] + tri_buffer_sum(x, psw ? w : NULL, S, c->block, slots, d);
   }
   for (; i < n; i++) {
     const float *x = c->G + c->l->bag_out[e[i].bag];
@@ -208,14 +214,14 @@ static void tri_run(const tri_ctx *c, const tri_entry *e, int64_t n, float *mome
   for (int32_t d = 0; d < D; d++)
     eg[d] = 0.0;
   if (n < TRI_THRESHOLD)
-    tri_chunk_grad(c, e, n, D, g);
+    tri_chunk_grad(c, e, n, D, 0, g);
   else {
     int64_t chunks = (n + TRI_THRESHOLD - 1) / TRI_THRESHOLD;
     for (int32_t d = 0; d < D; d++)
       g[d] = 0.0f;
     for (int64_t k = 0; k < chunks; k++) {
       int64_t s = k * TRI_THRESHOLD, len = n - s < TRI_THRESHOLD ? n - s : TRI_THRESHOLD;
-      tri_chunk_grad(c, e + s, len, D, part);
+      tri_chunk_grad(c, e + s, len, D, 1, part);
       for (int32_t d = 0; d < D; d++) {
         g[d] = g[d] + part[d];
         eg[d] += fabs(part[d]);

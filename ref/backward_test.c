@@ -2,7 +2,7 @@
  * (contributions in position order into per-row accumulators: no sort), on random batches with
  * every option; hand-checked chunk orders; thread-count invariance; untouched rows; and the
  * exact twin: its bound holds for every combine order, is approached, and catches one ulp and
- * one dropped partial among 11,719; the Triton model's declines.
+ * one dropped partial among 11,719; the Triton model's declines and its weighted pairing.
  */
 #include <math.h>
 #include <omp.h>
@@ -827,6 +827,56 @@ static void test_triton_declines(void)
   problem_free(&p);
 }
 
+/* The Triton model's weighted buffers round the product the H200's PTX rounds, column by column
+ * at BLOCK 32, 64 and 128: one table of 2 rows, row 1 looked up by 16 bags (a short run) and row
+ * 0 by 256 (a long run, one chunk), each run's first two lookups with gradients 1 + 2^-12 and -1
+ * in every column, the rest 0, all weighted 1 + 2^-12. Rounding the first product, (0, 1),
+ * leaves 2^-12; rounding the second, (1, 0), 2^-12 + 2^-24 (the rest is exact), and SGD at lr 1
+ * on zero weights stores -g. The rule: by 32-column slot ((0, 1) in the even ones) from BLOCK 64
+ * up in short runs and from 128 up in long runs' chunks, else (1, 0). */
+static void test_triton_pairing(void)
+{
+  enum { SHORT = 16, LONG = 256, N = SHORT + LONG };
+  const float w = 1.0f + 0x1p-12f;
+  static int64_t idx[N], off[N + 1];
+  static float psw[N], grad[N * 128];
+  for (int64_t q = 0; q < N; q++) {
+    idx[q] = q < SHORT;
+    off[q + 1] = q + 1;
+    psw[q] = w;
+  }
+  for (int32_t D = 32; D <= 128; D *= 2) {
+    const int64_t E = 2;
+    tb_spec s = {.num_tables = 1, .E = &E, .D = &D, .wdtype = TBE_FP32, .T = 1, .B = N,
+                 .itype = TBE_I64, .N = N, .indices = idx, .offsets = off, .psw = psw,
+                 .pool = TBE_POOL_SUM, .out_dtype = TBE_FP32};
+    tbe_batch b = tb_build(&s);
+    tbe_layout l;
+    tbe_layout_init(&l, &b);
+    for (int64_t q = 0; q < N; q++) {
+      const int64_t k = q < SHORT ? q : q - SHORT; /* bag q's place in its row's run */
+      for (int32_t d = 0; d < D; d++)
+        grad[q * D + d] = k == 0 ? w : k == 1 ? -1.0f : 0.0f;
+    }
+    ref_bwd_config c = config(REF_OPT_SGD, REF_WD_NONE, 256, 256);
+    c.opt.lr = 1.0f;
+    float momentum[2] = {0};
+    tbe_status st = ref_backward_triton(&b, &l, &c, grad, momentum, NULL, NULL, NULL);
+    CHECK(st.code == TBE_OK, "D %d: %s", D, st.message);
+    for (int64_t row = 0; row < E && st.code == TBE_OK; row++)
+      for (int32_t d = 0; d < D; d++) {
+        const int slots = D >= (row == 0 ? 128 : 64), first = slots && (d / 32) % 2 == 0;
+        const float want = -(first ? 0x1p-12f : 0x1p-12f + 0x1p-24f),
+                    got = ((const float *)b.weights)[row * D + d];
+        CHECK(got == want, "BLOCK %d, %s run, column %d: %a, want %a (%s product rounded)", D,
+              row == 0 ? "long" : "short", d, (double)got, (double)want,
+              first ? "first" : "second");
+      }
+    tbe_layout_free(&l);
+    tbe_batch_free(&b);
+  }
+}
+
 /* The free-order twin (ref_backward_exact_free, ref_psw_grad_exact_free): the normative order
  * and FBGEMM's (backward_order.h) are two of the orders it allows, so both lie within it on
  * random problems; FBGEMM's fast path, which drops the weight decay, does not. */
@@ -912,5 +962,6 @@ int main(void)
   test_sum_squares_underflow();
   test_errors();
   test_triton_declines();
+  test_triton_pairing();
   return TEST_MAIN_RESULT();
 }
