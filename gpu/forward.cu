@@ -73,6 +73,15 @@ template <> struct wt<TBE_BF16> : wt<TBE_FP16> {
   }
 };
 
+/* One vector load of VB bytes of a WD row, read as raw bits or as VE storage words: the unit
+ * both gathers load and add. */
+template <tbe_dtype WD, int VB> union gather_chunk {
+  typedef typename raw_vec<VB>::type R;
+  static constexpr int VE = VB / (int)sizeof(typename wt<WD>::S);
+  R raw;
+  typename wt<WD>::S s[VE];
+};
+
 /* What a program needs of one feature, gathered on the host; the kernel reads its fields from
  * device memory where it uses them. */
 struct feat_info {
@@ -220,6 +229,33 @@ __device__ __forceinline__ void prefetch(const dev_batch &b, int64_t p, int64_t 
   }
 }
 
+/* GW rows (r, weights rw when WEIGHTED) added to acc in position order: all their chunks
+ * loaded first, so GW rows are in flight, then each row's elements added in turn. Both gathers
+ * add through it, which is why they give the same bits. */
+template <tbe_dtype WD, int VB, int CPT, int GW, bool WEIGHTED>
+__device__ __forceinline__ void add_rows(const typename wt<WD>::S *const (&r)[GW],
+                                         const float (&rw)[GW], const int (&chunk_at)[CPT],
+                                         typename wt<WD>::A (&acc)[CPT][gather_chunk<WD, VB>::VE])
+{
+  typedef gather_chunk<WD, VB> chunk;
+  typedef typename chunk::R R;
+  chunk rows[GW][CPT];
+#pragma unroll
+  for (int q = 0; q < GW; q++)
+#pragma unroll
+    for (int k = 0; k < CPT; k++)
+      rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
+#pragma unroll
+  for (int q = 0; q < GW; q++)
+#pragma unroll
+    for (int k = 0; k < CPT; k++)
+#pragma unroll
+      for (int e = 0; e < chunk::VE; e++) {
+        const typename wt<WD>::A x = wt<WD>::widen(rows[q][k].s[e]);
+        acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e]) : wt<WD>::add(acc[k][e], x);
+      }
+}
+
 /* Each group of G lanes takes a bag; the bag's positions are read in windows of G: lane li
  * loads index w + li (coalesced, one window ahead), checks it when fused (so each position is
  * checked once, by the lane that loaded it), and turns it into its row's address, which it
@@ -233,12 +269,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
 {
   typedef typename wt<WD>::S S;
   typedef typename wt<WD>::A A;
-  typedef typename raw_vec<VB>::type R;
-  constexpr int VE = VB / (int)sizeof(S);
-  union chunk {
-    R raw;
-    S s[VE];
-  };
+  constexpr int VE = gather_chunk<WD, VB>::VE;
   __shared__ __align__(16) const S *s_row[4][32]; /* a window's rows */
   __shared__ __align__(16) float s_pw[WEIGHTED ? 4 : 1][32];
   __shared__ int64_t s_end[4][32]; /* the program's bag ends, loaded at once */
@@ -328,23 +359,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
 #pragma unroll
             for (int q = 0; q < GW; q += 4)
               *(float4 *)&rw[q] = *(const float4 *)&s_pw[WEIGHTED ? warp : 0][lane0 + j + q];
-          chunk rows[GW][CPT];
-#pragma unroll
-          for (int q = 0; q < GW; q++)
-#pragma unroll
-            for (int k = 0; k < CPT; k++)
-              rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
-#pragma unroll
-          for (int q = 0; q < GW; q++) {
-#pragma unroll
-            for (int k = 0; k < CPT; k++)
-#pragma unroll
-              for (int e = 0; e < VE; e++) {
-                const A x = wt<WD>::widen(rows[q][k].s[e]);
-                acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e])
-                                     : wt<WD>::add(acc[k][e], x);
-              }
-          }
+          add_rows<WD, VB, CPT, GW, WEIGHTED>(r, rw, chunk_at, acc);
         }
       }
       store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
@@ -370,12 +385,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
 {
   typedef typename wt<WD>::S S;
   typedef typename wt<WD>::A A;
-  typedef typename raw_vec<VB>::type R;
-  constexpr int VE = VB / (int)sizeof(S);
-  union chunk {
-    R raw;
-    S s[VE];
-  };
+  constexpr int VE = gather_chunk<WD, VB>::VE;
   if (fatal_stop(g))
     return;
   const int G = g.G, li = (int)threadIdx.x & (G - 1);
@@ -423,21 +433,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
         r[q] = idx != -1 ? table + idx * D : (const S *)zero_row;
         rw[q] = WEIGHTED && idx != -1 ? __ldg(b.psw + p + q) : 0.0f;
       }
-      chunk rows[GW][CPT];
-#pragma unroll
-      for (int q = 0; q < GW; q++)
-#pragma unroll
-        for (int k = 0; k < CPT; k++)
-          rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
-#pragma unroll
-      for (int q = 0; q < GW; q++)
-#pragma unroll
-        for (int k = 0; k < CPT; k++)
-#pragma unroll
-          for (int e = 0; e < VE; e++) {
-            const A x = wt<WD>::widen(rows[q][k].s[e]);
-            acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e]) : wt<WD>::add(acc[k][e], x);
-          }
+      add_rows<WD, VB, CPT, GW, WEIGHTED>(r, rw, chunk_at, acc);
     }
     store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
   }
