@@ -304,11 +304,12 @@ int main(int argc, char **argv)
     printf("\n");
   }
 
-  /* the small-table tensor-core path vs the generic path on S1 and on S1 with bags twice as
-   * long (every position through the histogram): the auto policy's evidence */
-  static const char *const small_shapes[] = {"S1", "S1-L256"};
+  /* the small-table tensor-core path vs the generic path on S1 with bags of 32 to 1024 rows
+   * (up to 256 every position goes through the histogram, past it the tail): the auto policy's
+   * evidence */
+  static const char *const small_shapes[] = {"S1-L32", "S1-L64", "S1", "S1-L256", "S1-L1024"};
   printf("\n");
-  for (int k = 0; k < 2; k++) {
+  for (size_t k = 0; k < sizeof small_shapes / sizeof small_shapes[0]; k++) {
     if (!bench_wanted(only_shapes, small_shapes[k]))
       continue;
     char *text = bench_shape(small_shapes[k], NULL);
