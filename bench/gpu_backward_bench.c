@@ -41,6 +41,8 @@ static const variant variants[] = {
   {"accum", {.long_mode = GPU_LONG_ACCUM}, REF_COMBINE_DETERMINISTIC},
   {"fused-atomic", {.long_mode = GPU_LONG_FUSED}, REF_COMBINE_ATOMIC},
   {"accum-atomic", {.long_mode = GPU_LONG_ACCUM}, REF_COMBINE_ATOMIC},
+  {"fused-bulk", {.long_mode = GPU_LONG_FUSED, .bulk = 1}, REF_COMBINE_ATOMIC},
+  {"accum-bulk", {.long_mode = GPU_LONG_ACCUM, .bulk = 1}, REF_COMBINE_ATOMIC},
   {"nobucket", {.no_bucket = 1}, REF_COMBINE_DETERMINISTIC},
   {"nodirect", {.no_direct = 1}, REF_COMBINE_DETERMINISTIC},
   {"width4", {.short_width = 4, .long_width = 4}, REF_COMBINE_DETERMINISTIC},

@@ -119,6 +119,14 @@ FAULTS = {
                          "runs or chunk programs of every stealing launch are never done "
                          "(gpu/backward_impl.cuh)",
         tests=["gpu_backward", "cli_gpu"], expect=["gpu_backward", "cli_gpu", "cases"]),
+    # reached only with bwd.bulk=on and the fused countdown (atomic combine): gpu_backward.cases's
+    # bulk cases (cli_gpu) and faults.cases's; the campaign gives bulk to some atomic draws, few
+    # of them fused, so fuzz is not required
+    "bulk_no_wait": dict(
+        gpu=True, breaks="a fused chunk program counts its run down without waiting for its bulk "
+                         "reduce, so the last one may apply a row some partials have not reached "
+                         "(gpu/backward_long.cu)",
+        tests=["cli_gpu"], expect=["cli_gpu", "cases"]),
 }
 
 

@@ -155,14 +155,14 @@ __global__ void psw_kernel(dev_bwd w, const dev_bounds *state)
 int64_t gpu_bwd_max_blocks() { return (int64_t)gpu_sm_count() * 16; }
 
 tbe_status gpu_bwd_steal_grid(const dev_bwd &w, const void *f, int block, int64_t want,
-                              unsigned *blocks)
+                              unsigned *blocks, size_t smem)
 {
   if (w.grid > 0) {
     *blocks = (unsigned)w.grid;
     return tbe_ok();
   }
   int per_sm = 0;
-  GPU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, block, 0));
+  GPU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, block, smem));
   const int64_t resident = (int64_t)gpu_sm_count() * per_sm;
   *blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(want, resident));
   return tbe_ok();
@@ -210,6 +210,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.noise != 0 && c.noise != 1                                ? "noise"
                     : c.delay < 0 || c.delay > GPU_MAX_DELAY                      ? "delay"
                     : c.steal != 0 && c.steal != 1                                ? "steal"
+                    : c.bulk != 0 && c.bulk != 1                                  ? "bulk"
                                                                                   : nullptr;
   if (bad)
     return tbe_error(TBE_EINVAL, bad, -1, "gpu_bwd_config.%s holds a value the backward does not "
@@ -221,6 +222,9 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   if (!setup && c.no_direct != g->no_direct)
     return tbe_error(TBE_EINVAL, "no_direct", -1, "no_direct sized the backward's buffers when it "
                      "was opened; it cannot change afterwards");
+  if (c.bulk && !w.atomic)
+    return tbe_error(TBE_EINVAL, "bulk", -1, "gpu_bwd_config.bulk is a way of adding the atomic "
+                     "combine's partials; this backward was opened with the deterministic combine");
   g->no_bucket = c.no_bucket;
   g->no_direct = c.no_direct;
   w.bucket = !c.no_bucket;
@@ -230,6 +234,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   w.order = c.order;
   w.delay = (uint32_t)c.delay;
   w.steal = c.steal;
+  w.bulk = c.bulk;
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;
   return tbe_ok();

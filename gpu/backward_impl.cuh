@@ -93,6 +93,8 @@ struct dev_bwd {
   int steal;                   /* bwd.steal: the short and long tiers' kernels take their work
                                   from the counters of bwd_counts (bwd_steal) on a resident
                                   grid; 0: grid-stride loops */
+  int bulk;                    /* bwd.bulk (atomic only): the chunk kernel's partials go to
+                                  w.acc by bulk reduce from shared memory (backward_long.cu) */
 };
 
 __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
@@ -402,11 +404,12 @@ template <int K, int G> struct bwd_steal {
   }
 };
 
-/* bwd.steal's grid for kernel f of `block` threads: w.grid when given, else the blocks the
- * device keeps resident at once (SMs x cudaOccupancyMaxActiveBlocksPerMultiprocessor), at most
- * want (the grid-stride loop's grid: no more groups than the tier's bound of work asks for). */
+/* bwd.steal's grid for kernel f of `block` threads and smem bytes of dynamic shared memory:
+ * w.grid when given, else the blocks the device keeps resident at once (SMs x
+ * cudaOccupancyMaxActiveBlocksPerMultiprocessor), at most want (the grid-stride loop's grid: no
+ * more groups than the tier's bound of work asks for). */
 tbe_status gpu_bwd_steal_grid(const dev_bwd &w, const void *f, int block, int64_t want,
-                              unsigned *blocks);
+                              unsigned *blocks, size_t smem = 0);
 
 /* The table j's element offset of row `row`. */
 __device__ __forceinline__ int64_t bwd_weight_at(const dev_bwd &w, int32_t j, int64_t row)

@@ -24,6 +24,7 @@
 
 #include "backward_impl.cuh"
 #include "cuda_check.h"
+#include "gpu_internal.h"
 #include "tbe_gpu.h"
 
 namespace {
@@ -165,6 +166,65 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
   dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, lane, mask, live);
 }
 
+/* ---- bwd.bulk: a chunk program's partial added to its run's fp64 row by one bulk reduce ----
+ * The group's lanes widen their partial into the group's staging row in shared memory; after
+ * the async proxy's fence and the warp's sync, the group's lane 0 issues cp.reduce.async.bulk
+ * .add.f64 of the row onto w.acc (each element added atomically, as atomicAdd adds it: the same
+ * fp64 additions in some order, so the atomic bound holds unchanged) and commits it. Lane 0
+ * waits until the reduce has read the row before the row is written again, until its writes
+ * are done before a fused countdown (so the program that counts the run down last reads every
+ * partial), and before the kernel ends (no reduce outlives the block's shared memory). The
+ * reduce wants 16-byte aligned rows and a size in 16 bytes: bulk_span gives the elements it
+ * covers, [a0, a0 + m), and the ones outside go by atomicAdd; element d is staged at d + a0, so
+ * that the staged a0 falls on 16 bytes too. */
+struct bulk_span {
+  int a0, m;
+};
+
+__device__ __forceinline__ bulk_span bulk_span_of(const double *row, int32_t D)
+{
+  const int a0 = ((uintptr_t)row & 15) ? 1 : 0;
+  return {a0, (D - a0) & ~1};
+}
+
+/* doubles a group's staging row takes: room for the shift by a0, kept a multiple of 16 bytes */
+__host__ __device__ constexpr int64_t bulk_stride(int64_t max_D)
+{
+  return (max_D + 2) & ~(int64_t)1;
+}
+
+/* Partial element x of column d: staged for the reduce, or added by atomicAdd outside its span. */
+__device__ __forceinline__ void bulk_put(double *stage, double *row, bulk_span sp, int d, double x)
+{
+  if (d >= sp.a0 && d < sp.a0 + sp.m)
+    stage[d + sp.a0] = x;
+  else
+    atomicAdd(row + d, x);
+}
+
+__device__ __forceinline__ void bulk_wait_read()
+{
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+/* This thread's reduces done, their writes ordered before its later generic accesses. */
+__device__ __forceinline__ void bulk_wait_done()
+{
+  asm volatile("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;" ::: "memory");
+}
+
+/* The staged row (every lane's stores to it fenced for the async proxy and synced) onto row. */
+__device__ __forceinline__ void bulk_issue(double *row, const double *stage, bulk_span sp)
+{
+  const uint64_t dst = (uint64_t)__cvta_generic_to_global(row + sp.a0);
+  const uint32_t src = (uint32_t)__cvta_generic_to_shared(stage + 2 * sp.a0);
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f64 [%0], [%1], %2;\n\t"
+               "cp.async.bulk.commit_group;"
+               :
+               : "l"(dst), "r"(src), "r"((uint32_t)(8 * sp.m))
+               : "memory");
+}
+
 /* STEAL (bwd.steal): the slots come from bwd_steal, LONG_BATCH at a time, not the grid stride. */
 template <int W, int CPL, int VEC, int U, bool PLAIN, bool STEAL>
 __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
@@ -177,6 +237,8 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
   unsigned *const ctr = &w.counts->steal_chunk;
   bwd_steal<LONG_BATCH, 32 / W> st;
   int64_t slot = (int64_t)blockIdx.x * (BLOCK / W) + threadIdx.x / W;
+  extern __shared__ __align__(16) double bulk_rows[]; /* bwd.bulk: a staging row per group */
+  double *const stage = bulk_rows + (threadIdx.x / W) * bulk_stride(w.max_D);
   if constexpr (STEAL) {
     st.start(ctr, n);
     slot = st.take(ctr, n, (int)lag);
@@ -201,6 +263,13 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 #endif
     if (w.delay) /* bwd.delay: widens the window between the sum and the stores below */
       __nanosleep(delay_ns(w, q));
+    double *const row = w.acc + (int64_t)ch.lrun * w.max_D;
+    const bulk_span sp = w.bulk ? bulk_span_of(row, D) : bulk_span{};
+    if (w.bulk) { /* the staging row free again: the last reduce has read it */
+      if (lane == 0)
+        bulk_wait_read();
+      __syncwarp(full);
+    }
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
       const int d0 = VEC * (lane + W * c);
@@ -220,10 +289,23 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 #endif
 #pragma unroll
       for (int v = 0; v < VEC; v++)
-        atomicAdd(w.acc + (int64_t)ch.lrun * w.max_D + d0 + v, (double)acc[c][v]);
+        if (w.bulk)
+          bulk_put(stage, row, sp, d0 + v, (double)acc[c][v]);
+        else
+          atomicAdd(row + d0 + v, (double)acc[c][v]);
+    }
+    if (w.bulk) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp(full);
+      if (lane == 0 && live && sp.m > 0)
+        bulk_issue(row, stage, sp);
     }
     if (!fused)
       continue;
+#if !defined(TBE_FAULT_BULK_NO_WAIT) /* planted: counted down while the reduce may be in flight */
+    if (w.bulk && lane == 0)
+      bulk_wait_done();
+#endif
 #if !defined(TBE_FAULT_FUSED_NO_FENCE) /* planted: the partial may not be visible to the last */
     __threadfence();
 #endif
@@ -241,6 +323,8 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
       apply_run<W, CPL, VEC>(w, ch.lrun, lane, mask, true);
     }
   }
+  if (w.bulk && lane == 0)
+    bulk_wait_done();
 }
 
 /* STEAL as in chunk_kernel. */
@@ -287,31 +371,37 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     const dim3 grid(std::max(cblocks, 1u));
     constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
-    /* f, a stealing kernel, on the resident grid (gpu_bwd_steal_grid) */
-    auto steal = [&](const auto f, int64_t want, auto... args) {
-      unsigned blocks = 0;
-      st = gpu_bwd_steal_grid(w, (const void *)f, BLOCK, want, &blocks);
-      if (st.code == TBE_OK)
-        f<<<blocks, BLOCK, 0, stream>>>(args...);
+    /* bwd.bulk: the chunk kernel's staging rows, one per group, in dynamic shared memory */
+    const size_t smem = w.bulk ? (size_t)per * bulk_stride(w.max_D) * sizeof(double) : 0;
+    /* f with `bytes` of dynamic shared memory on `blocks` blocks, or (0) on the resident grid of
+     * a stealing kernel (gpu_bwd_steal_grid) */
+    auto launch = [&](const auto f, int64_t want, unsigned blocks, size_t bytes,
+                      auto... args) -> tbe_status {
+      if (bytes > 48 * 1024) /* past the default: the kernel must ask for it */
+        GPU_TRY(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+      if (blocks == 0)
+        STATUS_TRY(gpu_bwd_steal_grid(w, (const void *)f, BLOCK, want, &blocks, bytes));
+      f<<<blocks, BLOCK, bytes, stream>>>(args...);
+      return tbe_ok();
     };
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
       if (w.steal && plain)
-        steal(chunk_kernel<S::W, S::CPL, VEC, U, P, true>, cwant, w, fused);
+        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, P, true>, cwant, 0, smem, w, fused);
       else if (w.steal)
-        steal(chunk_kernel<S::W, S::CPL, VEC, U, false, true>, cwant, w, fused);
+        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, false, true>, cwant, 0, smem, w, fused);
       else if (plain)
-        chunk_kernel<S::W, S::CPL, VEC, U, P, false><<<grid, BLOCK, 0, stream>>>(w, fused);
+        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, P, false>, cwant, grid.x, smem, w, fused);
       else
-        chunk_kernel<S::W, S::CPL, VEC, U, false, false><<<grid, BLOCK, 0, stream>>>(w, fused);
+        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, false, false>, cwant, grid.x, smem, w,
+                    fused);
     };
     bwd_with_width<S::U>(w.long_width, go);
-    if (!fused && w.steal) {
-      if (st.code == TBE_OK)
-        steal(apply_kernel<S::W, S::CPL, VEC, true>, awant, w);
-    } else if (!fused) {
+    if (!fused && st.code == TBE_OK) {
       const unsigned ablocks = (unsigned)std::min<int64_t>(awant, cap);
-      apply_kernel<S::W, S::CPL, VEC, false><<<std::max(ablocks, 1u), BLOCK, 0, stream>>>(w);
+      st = w.steal ? launch(apply_kernel<S::W, S::CPL, VEC, true>, awant, 0, 0, w)
+                   : launch(apply_kernel<S::W, S::CPL, VEC, false>, awant, std::max(ablocks, 1u),
+                            0, w);
     }
   });
   if (st.code != TBE_OK)

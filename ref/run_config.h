@@ -28,10 +28,11 @@ typedef struct {
 } gpu_fwd_config;
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,
- * bwd.order, bwd.noise, bwd.delay, bwd.steal); the numerics-changing knobs (threshold, chunk,
- * combine) are ref_bwd_config's. Zero values mean the defaults. No bit of any result depends on
- * these: grid, order, noise, delay and steal only change the schedule (which group runs which
- * run or chunk program, and when), which is what `tbecheck race` varies. */
+ * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk); the numerics-changing knobs (threshold,
+ * chunk, combine) are ref_bwd_config's. Zero values mean the defaults. No bit of a deterministic
+ * result depends on these: grid, order, noise, delay and steal only change the schedule (which
+ * group runs which run or chunk program, and when), which is what `tbecheck race` varies; bulk
+ * changes how the atomic combine adds, whose order was never fixed. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
 #define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
@@ -64,6 +65,11 @@ typedef struct {
                               whose groups take the next batch of runs or chunk programs from a
                               device counter, in place of the grid-stride loops; 0 (default,
                               pending its measurement on the H200): the grid-stride loops */
+  int bulk;                /* 1 (bwd.bulk=on; atomic combine only): a chunk program adds its
+                              partial to its run's fp64 row with one bulk reduce
+                              (cp.reduce.async.bulk .add.f64) from shared memory in place of
+                              one atomicAdd per element: the same fp64 additions, each atomic,
+                              in some order (ref/SEMANTICS.md's atomic bound holds either way) */
 } gpu_bwd_config;
 
 #ifdef __cplusplus

@@ -153,6 +153,10 @@ static void test_canonical(void)
   check_canonical("bwd.steal=on bwd.delay=500 bwd.grid=2 opt=sgd",
                   "opt=sgd bwd.grid=2 bwd.delay=500 bwd.steal=on seed=1");
   check_canonical("opt=sgd bwd.steal=off", "opt=sgd seed=1");
+  /* bwd.bulk: on printed after bwd.steal, off (the default) left out */
+  check_canonical("bwd.bulk=on bwd.steal=on bwd.combine=atomic opt=sgd",
+                  "opt=sgd bwd.combine=atomic bwd.steal=on bwd.bulk=on seed=1");
+  check_canonical("opt=sgd bwd.bulk=off", "opt=sgd seed=1");
   tbe_case *c = NULL;
   case_parse("opt=sgd bwd.grid=7 bwd.order=desc bwd.noise=1 bwd.delay=500", &c);
   const tbe_knobs *k = c ? case_knobs(c) : NULL;
@@ -252,7 +256,8 @@ static void test_errors(void)
     {"opt=sgd bwd.delay=-1", "bwd.delay"}, {"opt=sgd bwd.delay=1us", "bwd.delay"},
     {"bwd.delay=500", "bwd.delay"}, {"opt=sgd bwd.steal=1", "bwd.steal"},
     {"opt=sgd bwd.steal=yes", "bwd.steal"}, {"opt=sgd bwd.steal=", "bwd.steal"},
-    {"bwd.steal=on", "bwd.steal"},
+    {"bwd.steal=on", "bwd.steal"}, {"opt=sgd bwd.combine=atomic bwd.bulk=1", "bwd.bulk"},
+    {"opt=sgd bwd.bulk=on", "bwd.bulk"}, {"bwd.bulk=on", "bwd.bulk"},
     /* hot rows that need more lookups than their table's features can ever make */
     {"B=1 L=4 hot=0:0:100", "hot"}, {"B=4 L=4 hot=0:1:1000000000", "hot"},
     {"T=2 B=5 E=1,9 map=1,1 hot=0:0:1", "hot"}, {"B=1 L=0..4 hot=0:0:2,0:1:3", "hot"},
