@@ -254,8 +254,10 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
           "$LOGS/ncu_anchor.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"
       fi ;;
     fwdprofile)
-      # NAME, the bench's arguments, then ncu's kernel filter (demangled names: the fused
-      # kernel is the one whose last template argument is true)
+      # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool
+      # template argument reads true or false (not (bool)1: the old F4_fused filter matched
+      # nothing) and gather_kernel's last is FUSED; the filter is split into words, so a
+      # space in a regex is written '.'.
       local spec name args filter
       for spec in "F1_ours|--only F1|-k regex:gather_kernel -c 1" \
         "F1_ceiling|--only F1|-k regex:ceiling_kernel -s 23 -c 1" \
@@ -264,7 +266,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         "F1_direct|--only F1|-k regex:direct_kernel -c 1" \
         "F4_plain|--only F4|-k regex:gather_kernel -c 1" \
         "F4_ceiling|--only F4|-k regex:ceiling_kernel -c 1" \
-        "F4_fused|--only F4|-k regex:gather_kernel<.*\(bool\)1> -c 1" \
+        "F4_fused|--only F4|-k regex:gather_kernel<.*true> -c 1" \
         "S1_generic|--only S1|-k regex:gather_kernel -c 1" \
         "S1_ceiling|--only S1|-k regex:ceiling_kernel -c 1" \
         "S1_small|--only S1|-k regex:small_kernel -c 1"; do
