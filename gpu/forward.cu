@@ -273,10 +273,9 @@ __device__ __forceinline__ void add_rows(const typename wt<WD>::S *const (&r)[GW
 /* The window gather's rows j .. j + m - 1 of the group's window (m <= GW): their addresses and
  * weights read from shared memory, where the window's lanes left them, then added. */
 template <tbe_dtype WD, int VB, int CPT, int GW, bool WEIGHTED>
-__device__ __forceinline__ void window_rows(const typename wt<WD>::S *const *s_row,
-                                            const float *s_pw, int j, int m,
-                                            const int (&chunk_at)[CPT],
-                                            typename wt<WD>::A (&acc)[CPT][gather_chunk<WD, VB>::VE])
+__device__ __forceinline__ void
+window_rows(const typename wt<WD>::S *const *s_row, const float *s_pw, int j, int m,
+            const int (&chunk_at)[CPT], typename wt<WD>::A (&acc)[CPT][gather_chunk<WD, VB>::VE])
 {
   typedef typename wt<WD>::S S;
   const S *r[GW];
@@ -394,11 +393,13 @@ __global__ void __launch_bounds__(128, LEAN ? lean_blocks<GW>() : min_blocks<VB,
         int j = 0;
 #pragma unroll 1
         for (; j < (LEAN ? n - GW + 1 : n); j += GW)
-          window_rows<WD, VB, CPT, GW, WEIGHTED>(&s_row[warp][lane0], &s_pw[WEIGHTED ? warp : 0][lane0],
-                                                 j, GW, chunk_at, acc);
+          window_rows<WD, VB, CPT, GW, WEIGHTED>(&s_row[warp][lane0],
+                                                 &s_pw[WEIGHTED ? warp : 0][lane0], j, GW,
+                                                 chunk_at, acc);
         if (LEAN && j < n)
-          window_rows<WD, VB, CPT, GW, WEIGHTED>(&s_row[warp][lane0], &s_pw[WEIGHTED ? warp : 0][lane0],
-                                                 j, n - j, chunk_at, acc);
+          window_rows<WD, VB, CPT, GW, WEIGHTED>(&s_row[warp][lane0],
+                                                 &s_pw[WEIGHTED ? warp : 0][lane0], j, n - j,
+                                                 chunk_at, acc);
       }
       store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
       start = end;
@@ -567,8 +568,8 @@ void launch_itype(gather_kind kind, dim3 grid, const dev_batch &b, const gather_
 }
 
 template <tbe_dtype WD, int VB, int CPT>
-void launch_width(int width, gather_kind kind, dim3 grid, const dev_batch &b, const gather_launch &g,
-                  cudaStream_t stream)
+void launch_width(int width, gather_kind kind, dim3 grid, const dev_batch &b,
+                  const gather_launch &g, cudaStream_t stream)
 {
   if (width == 8)
     launch_itype<WD, VB, CPT, 8>(kind, grid, b, g, stream);
