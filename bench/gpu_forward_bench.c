@@ -47,6 +47,12 @@ static double declared_bytes(const tbe_batch *b, const tbe_layout *l)
 
 static double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 
+/* fwd.gather's word for a configuration's gather (the database's config column) */
+static const char *gather_name(gpu_gather_mode m)
+{
+  return m == GPU_GATHER_DIRECT ? "direct" : m == GPU_GATHER_LEAN ? "lean" : "window";
+}
+
 static float median_forward(gpu_session *g, tbe_bounds_mode mode, const gpu_fwd_config *cfg,
                             int bounds_only)
 {
@@ -110,6 +116,9 @@ static int64_t mismatches(const tbe_batch *b, const tbe_layout *l, const void *r
 static const gpu_fwd_config def = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO};
 /* the direct gather at the policy's width, beside the default */
 static const gpu_fwd_config direct_cfg = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT};
+/* the lean window gather (fwd.gather=lean) at the policy's bags and width, beside the default:
+ * the evidence for or against auto picking it */
+static const gpu_fwd_config lean_cfg = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_LEAN};
 
 /* --sweep: every SW- shape of cases/bench.cases, one axis at a time around SW-base. Each point:
  * ours and the gather ceiling at the case's own index width on the same data, both outputs
@@ -119,8 +128,8 @@ static void run_sweep(bench_db *rec, double copy)
 {
   int n;
   char **names = bench_shape_names("SW-", &n);
-  printf("%-12s %10s %8s %14s %8s %9s %10s %9s  %s\n", "sweep", "ours ms", "GB/s", "ceiling ms",
-         "GB/s", "ours/ceil", "direct ms", "dir/ceil",
+  printf("%-12s %10s %8s %14s %8s %9s %10s %9s %10s %9s  %s\n", "sweep", "ours ms", "GB/s",
+         "ceiling ms", "GB/s", "ours/ceil", "direct ms", "dir/ceil", "lean ms", "lean/ceil",
          "check (ceiling: best of unroll 4, 8; the case's index width)");
   for (int k = 0; k < n; k++) {
     if (!bench_wanted(only_shapes, names[k]))
@@ -147,6 +156,10 @@ static void run_sweep(bench_db *rec, double copy)
     gpu_session_results(g, &r);
     bad += mismatches(&b, &l, ref, r.out);
     gpu_fwd_result_free(&r);
+    float lean = median_forward(g, TBE_BOUNDS_NONE, &lean_cfg, 0);
+    gpu_session_results(g, &r);
+    bad += mismatches(&b, &l, ref, r.out);
+    gpu_fwd_result_free(&r);
     gpu_session_close(g);
     float ceil_ms = 0;
     int unroll = 0;
@@ -158,16 +171,18 @@ static void run_sweep(bench_db *rec, double copy)
     free(cout);
     free(ref);
     if (ceiled)
-      printf("%-12s %10.3f %8.0f %9.3f (u%d) %8.0f %9.3f %10.3f %9.3f  ours %s, ceiling %s\n",
+      printf("%-12s %10.3f %8.0f %9.3f (u%d) %8.0f %9.3f %10.3f %9.3f %10.3f %9.3f  ours %s, "
+             "ceiling %s\n",
              names[k], ours, gbps(bytes, ours), ceil_ms, unroll, gbps(bytes, ceil_ms),
-             ours / ceil_ms, direct, direct / ceil_ms, bad ? "MISMATCH" : "bit-exact",
-             cbad ? "MISMATCH" : "bit-exact");
+             ours / ceil_ms, direct, direct / ceil_ms, lean, lean / ceil_ms,
+             bad ? "MISMATCH" : "bit-exact", cbad ? "MISMATCH" : "bit-exact");
     else
       printf("%-12s %10.3f %8.0f %14s %8s %9s  ours %s, ceiling: %s\n", names[k], ours,
              gbps(bytes, ours), "-", "-", "-", bad ? "MISMATCH" : "bit-exact", st.message);
     fflush(stdout);
     bench_db_figure(rec, names[k], text, "gpu:forward", NULL, ours, bytes, copy);
     bench_db_figure(rec, names[k], text, "gpu:forward", "direct", direct, bytes, copy);
+    bench_db_figure(rec, names[k], text, "gpu:forward", "lean", lean, bytes, copy);
     if (ceiled)
       bench_db_figure(rec, names[k], text, "ceiling:gather", NULL, ceil_ms, bytes, copy);
     tbe_layout_free(&l);
@@ -221,10 +236,12 @@ int main(int argc, char **argv)
       {1, 4, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW}, {1, 8, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW},
       {2, 4, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW}, {2, 8, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW},
       {4, 4, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW}, {4, 8, 0, GPU_SMALL_OFF, GPU_GATHER_WINDOW},
-      {0, 4, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT}, {0, 8, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT}};
+      {0, 4, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT}, {0, 8, 0, GPU_SMALL_OFF, GPU_GATHER_DIRECT},
+      {4, 4, 0, GPU_SMALL_OFF, GPU_GATHER_LEAN},   {4, 8, 0, GPU_SMALL_OFF, GPU_GATHER_LEAN},
+      {1, 8, 0, GPU_SMALL_OFF, GPU_GATHER_LEAN}};
   enum { NSWEEP = sizeof sweep / sizeof sweep[0] };
-  float plain[8], swept[8][NSWEEP];
-  int64_t swept_bad[8][NSWEEP];
+  float plain[NSHAPES], swept[NSHAPES][NSWEEP];
+  int64_t swept_bad[NSHAPES][NSWEEP];
   for (int k = 0; k < NSHAPES; k++) {
     if (!bench_wanted(only_shapes, shapes[k]))
       continue;
@@ -277,9 +294,8 @@ int main(int argc, char **argv)
     bench_db_figure(rec, shapes[k], text, "ceiling:gather", "itype=i32", ceil_ms[1], bytes, copy);
     for (int v = 0; v < NSWEEP; v++) {
       char config[32];
-      snprintf(config, sizeof config, "%s bags=%d width=%d",
-               sweep[v].gather == GPU_GATHER_DIRECT ? "direct" : "window", sweep[v].bags,
-               sweep[v].width);
+      snprintf(config, sizeof config, "%s bags=%d width=%d", gather_name(sweep[v].gather),
+               sweep[v].bags, sweep[v].width);
       bench_db_figure(rec, shapes[k], text, "gpu:forward", config, swept[k][v], bytes, copy);
     }
     tbe_layout_free(&l);
@@ -293,7 +309,8 @@ int main(int argc, char **argv)
     if (sweep[v].gather == GPU_GATHER_DIRECT)
       printf("   direct w=%d", sweep[v].width);
     else
-      printf("   bags=%d w=%d", sweep[v].bags, sweep[v].width);
+      printf(" %-6.6s %dx%d", sweep[v].gather == GPU_GATHER_LEAN ? "lean" : "window",
+             sweep[v].bags, sweep[v].width);
   printf("   (configuration sweep, bounds NONE; ! : not bit-exact)\n");
   for (int k = 0; k < NSHAPES; k++) {
     if (!bench_wanted(only_shapes, shapes[k]))
@@ -380,8 +397,8 @@ int main(int argc, char **argv)
     gpu_session *g;
     if (gpu_session_open(&b, &l, &g).code != TBE_OK)
       return 3;
-    gpu_fwd_config fused = def, fused_direct = direct_cfg;
-    fused.fused_bounds = fused_direct.fused_bounds = 1;
+    gpu_fwd_config fused = def, fused_direct = direct_cfg, fused_lean = lean_cfg;
+    fused.fused_bounds = fused_direct.fused_bounds = fused_lean.fused_bounds = 1;
     float unfused = median_forward(g, TBE_BOUNDS_WARNING, &def, 0);
     float only = median_forward(g, TBE_BOUNDS_WARNING, &def, 1);
     float opass = median_forward(g, TBE_BOUNDS_WARNING, &fused, 1);
@@ -392,14 +409,22 @@ int main(int argc, char **argv)
     void *out_direct = r.out;
     r.out = NULL;
     gpu_fwd_result_free(&r);
+    float fzl = median_forward(g, TBE_BOUNDS_WARNING, &fused_lean, 0);
+    gpu_session_results(g, &r);
+    const long long warned_lean = (long long)r.warnings;
+    void *out_lean = r.out;
+    r.out = NULL;
+    gpu_fwd_result_free(&r);
     float fz = median_forward(g, TBE_BOUNDS_WARNING, &fused, 0);
     gpu_session_results(g, &r);
     int64_t w = 0;
     ref_bounds_check(&b, &l, TBE_BOUNDS_WARNING, &w);
     void *ref = reference(&b, &l);
     int64_t bad = mismatches(&b, &l, ref, r.out), bad_direct = mismatches(&b, &l, ref, out_direct);
+    const int64_t bad_lean = mismatches(&b, &l, ref, out_lean);
     free(ref);
     free(out_direct);
+    free(out_lean);
     const long long warned = (long long)r.warnings;
     gpu_fwd_result_free(&r);
     gpu_session_close(g);
@@ -409,6 +434,7 @@ int main(int argc, char **argv)
       return 3;
     float same = median_forward(g, TBE_BOUNDS_NONE, &def, 0);
     float same_direct = median_forward(g, TBE_BOUNDS_NONE, &direct_cfg, 0);
+    float same_lean = median_forward(g, TBE_BOUNDS_NONE, &lean_cfg, 0);
     gpu_session_close(g);
     printf("%-3s %12.3f %12.3f %12.3f %12.3f %12.3f  fused/plain %.3f (same data: plain %.3f, "
            "%.3f); fused %s, counter %lld vs ref %lld\n",
@@ -419,6 +445,10 @@ int main(int argc, char **argv)
            "counter %lld\n",
            shapes[with_check[k]], fzd, same_direct, fzd / same_direct,
            bad_direct ? "MISMATCH" : "bit-exact", warned_direct);
+    printf("%-3s lean: fused %.3f, plain on the same data %.3f: fused/plain %.3f, fused/window "
+           "plain %.3f; fused %s, counter %lld\n",
+           shapes[with_check[k]], fzl, same_lean, fzl / same_lean, fzl / same,
+           bad_lean ? "MISMATCH" : "bit-exact", warned_lean);
     tbe_layout_free(&l);
     tbe_batch_free(&b);
     case_free(c);

@@ -25,6 +25,7 @@
  * Features are bucketed by (VB, G, tiles), one launch per bucket: dimension bucketing.
  */
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_check.h"
@@ -212,6 +213,13 @@ constexpr int min_blocks()
   return VB * GW * CPT <= 64 ? 8 : VB * GW * CPT <= 128 ? 5 : 3;
 }
 
+/* The lean window gather's cap (one 16-byte chunk per lane): one block per SM more than the
+ * window's at 8 rows in flight, the window's 8 blocks at 4. The registers it takes away are the
+ * per-feature values (the feature range, the program's first bag): ptxas -v on sm_90 shows them
+ * spilled once per thread and reloaded once per feature, outside the loop over rows, whose
+ * values all stay in registers. */
+template <int GW> constexpr int lean_blocks() { return GW == 8 ? 6 : 8; }
+
 /* The row a position without one reads (-1, or past the bag's end in its last group): zeros,
  * with weight 0, so it adds +0 to the accumulator, which leaves it unchanged (the accumulator
  * starts at +0 and a round-to-nearest sum is never -0), and the gather needs no per-row test. */
@@ -229,13 +237,17 @@ __device__ __forceinline__ void prefetch(const dev_batch &b, int64_t p, int64_t 
   }
 }
 
-/* GW rows (r, weights rw when WEIGHTED) added to acc in position order: all their chunks
- * loaded first, so GW rows are in flight, then each row's elements added in turn. Both gathers
- * add through it, which is why they give the same bits. */
+/* The first m of GW rows (r, weights rw when WEIGHTED; m <= GW) added to acc in position order:
+ * all their chunks loaded first, so m rows are in flight, then each row's elements added in
+ * turn. The rows past m are neither loaded nor added: a caller passes m < GW only where those
+ * rows are zero rows of weight 0, whose adds leave acc unchanged (zero_row's rule), so the bits
+ * are those of all GW. Both gathers add through it, which is why they give the same bits; with
+ * m the constant GW the tests fold away. */
 template <tbe_dtype WD, int VB, int CPT, int GW, bool WEIGHTED>
 __device__ __forceinline__ void add_rows(const typename wt<WD>::S *const (&r)[GW],
                                          const float (&rw)[GW], const int (&chunk_at)[CPT],
-                                         typename wt<WD>::A (&acc)[CPT][gather_chunk<WD, VB>::VE])
+                                         typename wt<WD>::A (&acc)[CPT][gather_chunk<WD, VB>::VE],
+                                         int m)
 {
   typedef gather_chunk<WD, VB> chunk;
   typedef typename chunk::R R;
@@ -244,16 +256,41 @@ __device__ __forceinline__ void add_rows(const typename wt<WD>::S *const (&r)[GW
   for (int q = 0; q < GW; q++)
 #pragma unroll
     for (int k = 0; k < CPT; k++)
-      rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
+      if (q < m)
+        rows[q][k].raw = __ldg((const R *)r[q] + chunk_at[k]);
 #pragma unroll
   for (int q = 0; q < GW; q++)
 #pragma unroll
     for (int k = 0; k < CPT; k++)
 #pragma unroll
-      for (int e = 0; e < chunk::VE; e++) {
-        const typename wt<WD>::A x = wt<WD>::widen(rows[q][k].s[e]);
-        acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e]) : wt<WD>::add(acc[k][e], x);
-      }
+      for (int e = 0; e < chunk::VE; e++)
+        if (q < m) {
+          const typename wt<WD>::A x = wt<WD>::widen(rows[q][k].s[e]);
+          acc[k][e] = WEIGHTED ? wt<WD>::fma(rw[q], x, acc[k][e]) : wt<WD>::add(acc[k][e], x);
+        }
+}
+
+/* The window gather's rows j .. j + m - 1 of the group's window (m <= GW): their addresses and
+ * weights read from shared memory, where the window's lanes left them, then added. */
+template <tbe_dtype WD, int VB, int CPT, int GW, bool WEIGHTED>
+__device__ __forceinline__ void
+window_rows(const typename wt<WD>::S *const *s_row, const float *s_pw, int j, int m,
+            const int (&chunk_at)[CPT], typename wt<WD>::A (&acc)[CPT][gather_chunk<WD, VB>::VE])
+{
+  typedef typename wt<WD>::S S;
+  const S *r[GW];
+  float rw[GW];
+#pragma unroll
+  for (int q = 0; q < GW; q += 2) {
+    const ulonglong2 v = *(const ulonglong2 *)&s_row[j + q];
+    r[q] = (const S *)v.x;
+    r[q + 1] = (const S *)v.y;
+  }
+  if (WEIGHTED)
+#pragma unroll
+    for (int q = 0; q < GW; q += 4)
+      *(float4 *)&rw[q] = *(const float4 *)&s_pw[j + q];
+  add_rows<WD, VB, CPT, GW, WEIGHTED>(r, rw, chunk_at, acc, m);
 }
 
 /* Each group of G lanes takes a bag; the bag's positions are read in windows of G: lane li
@@ -262,30 +299,37 @@ __device__ __forceinline__ void add_rows(const typename wt<WD>::S *const (&r)[GW
  * leaves in shared memory; the group then gathers the window's rows GW at a time and adds them in
  * position order. G >= GW (both powers of two), so a window holds whole groups of GW.
  * Feature fields are read from g.features where they are used rather than kept in registers:
- * registers are what limits the warps, and so the loads, in flight. */
-template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool WEIGHTED, bool FUSED>
-__global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
+ * registers are what limits the warps, and so the loads, in flight.
+ * LEAN (fwd.gather=lean, 16-byte chunks, one chunk per lane) is the same walk with fewer
+ * registers and instructions: positions and bags in 32 bits (the plan takes it only where
+ * every position and bag number, plus a window, fits), and a window's last rows, fewer than
+ * GW, loaded and added alone (add_rows' m), not padded with zero rows; its register cap is
+ * lean_blocks'. */
+template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool WEIGHTED, bool FUSED,
+          bool LEAN>
+__global__ void __launch_bounds__(128, LEAN ? lean_blocks<GW>() : min_blocks<VB, CPT, GW>())
     gather_kernel(dev_batch b, gather_launch g)
 {
   typedef typename wt<WD>::S S;
   typedef typename wt<WD>::A A;
+  typedef typename std::conditional<LEAN, int32_t, int64_t>::type P; /* positions, bags */
   constexpr int VE = gather_chunk<WD, VB>::VE;
   __shared__ __align__(16) const S *s_row[4][32]; /* a window's rows */
   __shared__ __align__(16) float s_pw[WEIGHTED ? 4 : 1][32];
-  __shared__ int64_t s_end[4][32]; /* the program's bag ends, loaded at once */
+  __shared__ P s_end[4][32]; /* the program's bag ends, loaded at once */
   if (fatal_stop(g))
     return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  const int G = g.G, li = lane % G, lane0 = lane - li;
+  const int G = g.G, li = lane & (G - 1), lane0 = lane - li; /* G a power of two */
   const unsigned mask = G == 32 ? 0xffffffffu : ((1u << G) - 1) << lane0;
-  const int64_t b0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G) * g.bpp;
+  const P b0 = (P)((((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> (__ffs(G) - 1)) * g.bpp);
   const int c0 = (int)blockIdx.y * g.tile_chunks + li;
   unsigned long long invalid = 0;
 
   const int f_end = min(g.nfeat, ((int)blockIdx.z + 1) * g.feat_per_chunk);
   for (int fi = (int)blockIdx.z * g.feat_per_chunk; fi < f_end; fi++) {
     const feat_info *f = g.features + fi;
-    const int64_t bag0 = f->bag0, bag_end = bag0 + min(b0 + g.bpp, f->Bt);
+    const P bag0 = (P)f->bag0, bag_end = bag0 + (P)min((int64_t)b0 + g.bpp, f->Bt);
     const int32_t D = f->D;
     const S *table = (const S *)b.weights + f->table;
     const int chunks = D / VE + (D % VE != 0);
@@ -296,25 +340,25 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
       has[k] = c0 + k * G < chunks;
       chunk_at[k] = has[k] ? c0 + k * G : 0;
     }
-    const int64_t first = bag0 + b0;
+    const P first = bag0 + b0;
     if (first >= bag_end)
       continue;
     const int nb = (int)(bag_end - first); /* <= bpp <= 4 <= G */
     const int64_t E = FUSED ? f->E : 0;
-    int64_t start = load_index<IT>(b.offsets, first, false);
+    P start = (P)load_index<IT>(b.offsets, first, false);
     __syncwarp(mask);
     if (li < nb)
-      s_end[warp][lane] = load_index<IT>(b.offsets, first + 1 + li, false);
+      s_end[warp][lane] = (P)load_index<IT>(b.offsets, first + 1 + li, false);
     __syncwarp(mask);
-    int64_t end = s_end[warp][lane0];
+    P end = s_end[warp][lane0];
     /* this lane's index (and weight) of the next window, loaded one window ahead so that its
      * latency hides behind the current window's rows; the next window may be the next bag's */
     int64_t nidx = 0;
     float npw = 0.0f;
     prefetch<IT, WEIGHTED, FUSED>(b, start + li, end, nidx, npw);
     for (int i = 0; i < nb; i++) {
-      const int64_t bag = first + i;
-      const int64_t next_end = i + 1 < nb ? s_end[warp][lane0 + i + 1] : end;
+      const P bag = first + i;
+      const P next_end = i + 1 < nb ? s_end[warp][lane0 + i + 1] : end;
       if (start >= end) /* no window to prefetch the next bag's from */
         prefetch<IT, WEIGHTED, FUSED>(b, end + li, next_end, nidx, npw);
       A acc[CPT][VE];
@@ -323,7 +367,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
 #pragma unroll
         for (int e = 0; e < VE; e++)
           acc[k][e] = 0;
-      for (int64_t w = start; w < end; w += G) {
+      for (P w = start; w < end; w += G) {
         /* index phase: this lane's position of the window */
         int64_t idx = nidx;
         float pw = npw;
@@ -343,24 +387,19 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
         if (WEIGHTED)
           s_pw[WEIGHTED ? warp : 0][lane] = pw;
         __syncwarp(mask);
-        /* gather phase: GW rows in flight, added in position order */
-        const int n = (int)min((int64_t)G, end - w);
+        /* gather phase: GW rows in flight, added in position order; LEAN stops the full steps
+         * where fewer than GW rows are left, and adds those alone */
+        const int n = (int)min((P)G, end - w);
+        int j = 0;
 #pragma unroll 1
-        for (int j = 0; j < n; j += GW) {
-          const S *r[GW];
-          float rw[GW];
-#pragma unroll
-          for (int q = 0; q < GW; q += 2) {
-            const ulonglong2 v = *(const ulonglong2 *)&s_row[warp][lane0 + j + q];
-            r[q] = (const S *)v.x;
-            r[q + 1] = (const S *)v.y;
-          }
-          if (WEIGHTED)
-#pragma unroll
-            for (int q = 0; q < GW; q += 4)
-              *(float4 *)&rw[q] = *(const float4 *)&s_pw[WEIGHTED ? warp : 0][lane0 + j + q];
-          add_rows<WD, VB, CPT, GW, WEIGHTED>(r, rw, chunk_at, acc);
-        }
+        for (; j < (LEAN ? n - GW + 1 : n); j += GW)
+          window_rows<WD, VB, CPT, GW, WEIGHTED>(&s_row[warp][lane0],
+                                                 &s_pw[WEIGHTED ? warp : 0][lane0], j, GW,
+                                                 chunk_at, acc);
+        if (LEAN && j < n)
+          window_rows<WD, VB, CPT, GW, WEIGHTED>(&s_row[warp][lane0],
+                                                 &s_pw[WEIGHTED ? warp : 0][lane0], j, n - j,
+                                                 chunk_at, acc);
       }
       store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
       start = end;
@@ -433,7 +472,7 @@ __global__ void __launch_bounds__(128, min_blocks<VB, CPT, GW>())
         r[q] = idx != -1 ? table + idx * D : (const S *)zero_row;
         rw[q] = WEIGHTED && idx != -1 ? __ldg(b.psw + p + q) : 0.0f;
       }
-      add_rows<WD, VB, CPT, GW, WEIGHTED>(r, rw, chunk_at, acc);
+      add_rows<WD, VB, CPT, GW, WEIGHTED>(r, rw, chunk_at, acc, GW);
     }
     store_bag<WD, CPT, VE>(b, f, bag, end - start, acc, c0, G, has);
   }
@@ -489,65 +528,70 @@ int pow2_ceil(int x)
   return p;
 }
 
+/* Which kernel a bucket runs: the window gather, its lean form, or the direct gather. */
+enum gather_kind { KIND_WINDOW, KIND_LEAN, KIND_DIRECT };
+
 template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW, bool W, bool F>
-void launch_kernel(bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
+void launch_kernel(gather_kind kind, dim3 grid, const dev_batch &b, const gather_launch &g,
                    cudaStream_t stream)
 {
-  if (direct)
+  if (kind == KIND_DIRECT)
     direct_kernel<WD, IT, VB, CPT, GW, W, F><<<grid, 128, 0, stream>>>(b, g);
+  else if (VB == 16 && CPT == 1 && kind == KIND_LEAN) /* the plan's lean buckets */
+    gather_kernel<WD, IT, VB, CPT, GW, W, F, VB == 16 && CPT == 1><<<grid, 128, 0, stream>>>(b, g);
   else
-    gather_kernel<WD, IT, VB, CPT, GW, W, F><<<grid, 128, 0, stream>>>(b, g);
+    gather_kernel<WD, IT, VB, CPT, GW, W, F, false><<<grid, 128, 0, stream>>>(b, g);
 }
 
 template <tbe_dtype WD, tbe_itype IT, int VB, int CPT, int GW>
-void launch_weighted(bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
+void launch_weighted(gather_kind kind, dim3 grid, const dev_batch &b, const gather_launch &g,
                      cudaStream_t stream)
 {
   if (b.psw && g.fused)
-    launch_kernel<WD, IT, VB, CPT, GW, true, true>(direct, grid, b, g, stream);
+    launch_kernel<WD, IT, VB, CPT, GW, true, true>(kind, grid, b, g, stream);
   else if (b.psw)
-    launch_kernel<WD, IT, VB, CPT, GW, true, false>(direct, grid, b, g, stream);
+    launch_kernel<WD, IT, VB, CPT, GW, true, false>(kind, grid, b, g, stream);
   else if (g.fused)
-    launch_kernel<WD, IT, VB, CPT, GW, false, true>(direct, grid, b, g, stream);
+    launch_kernel<WD, IT, VB, CPT, GW, false, true>(kind, grid, b, g, stream);
   else
-    launch_kernel<WD, IT, VB, CPT, GW, false, false>(direct, grid, b, g, stream);
+    launch_kernel<WD, IT, VB, CPT, GW, false, false>(kind, grid, b, g, stream);
 }
 
 template <tbe_dtype WD, int VB, int CPT, int GW>
-void launch_itype(bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
+void launch_itype(gather_kind kind, dim3 grid, const dev_batch &b, const gather_launch &g,
                   cudaStream_t stream)
 {
   if (b.itype == TBE_I32)
-    launch_weighted<WD, TBE_I32, VB, CPT, GW>(direct, grid, b, g, stream);
+    launch_weighted<WD, TBE_I32, VB, CPT, GW>(kind, grid, b, g, stream);
   else
-    launch_weighted<WD, TBE_I64, VB, CPT, GW>(direct, grid, b, g, stream);
+    launch_weighted<WD, TBE_I64, VB, CPT, GW>(kind, grid, b, g, stream);
 }
 
 template <tbe_dtype WD, int VB, int CPT>
-void launch_width(int width, bool direct, dim3 grid, const dev_batch &b, const gather_launch &g,
-                  cudaStream_t stream)
+void launch_width(int width, gather_kind kind, dim3 grid, const dev_batch &b,
+                  const gather_launch &g, cudaStream_t stream)
 {
   if (width == 8)
-    launch_itype<WD, VB, CPT, 8>(direct, grid, b, g, stream);
+    launch_itype<WD, VB, CPT, 8>(kind, grid, b, g, stream);
   else
-    launch_itype<WD, VB, CPT, 4>(direct, grid, b, g, stream);
+    launch_itype<WD, VB, CPT, 4>(kind, grid, b, g, stream);
 }
 
 template <tbe_dtype WD>
-void launch_bucket(const bucket &k, int width, bool direct, dim3 grid, const dev_batch &b,
+void launch_bucket(const bucket &k, int width, gather_kind kind, dim3 grid, const dev_batch &b,
                    const gather_launch &g, cudaStream_t stream)
 {
   constexpr int ES = WD == TBE_FP32 ? 4 : 2;
   if (k.vb == 16) {
     if (k.cpt == 1)
-      launch_width<WD, 16, 1>(width, direct, grid, b, g, stream);
+      launch_width<WD, 16, 1>(width, kind, grid, b, g, stream);
     else
-      launch_width<WD, 16, 2>(width, direct, grid, b, g, stream);
+      launch_width<WD, 16, 2>(width, kind, grid, b, g, stream);
   } else {
     if (k.cpt == 1)
-      launch_width<WD, ES, 1>(width, direct, grid, b, g, stream);
+      launch_width<WD, ES, 1>(width, kind, grid, b, g, stream);
     else
-      launch_width<WD, ES, 2>(width, direct, grid, b, g, stream);
+      launch_width<WD, ES, 2>(width, kind, grid, b, g, stream);
   }
 }
 
@@ -570,9 +614,9 @@ tbe_status gpu_forward_check_config(const gpu_fwd_config *cfg)
     return tbe_error(TBE_EINVAL, "fwd.width", -1, "gather width is %d, not 0 (policy), 4 or 8",
                      cfg->width);
   if (cfg->gather != GPU_GATHER_AUTO && cfg->gather != GPU_GATHER_DIRECT &&
-      cfg->gather != GPU_GATHER_WINDOW)
-    return tbe_error(TBE_EINVAL, "fwd.gather", -1, "gather mode is %d, not auto, direct or window",
-                     (int)cfg->gather);
+      cfg->gather != GPU_GATHER_WINDOW && cfg->gather != GPU_GATHER_LEAN)
+    return tbe_error(TBE_EINVAL, "fwd.gather", -1,
+                     "gather mode is %d, not auto, direct, window or lean", (int)cfg->gather);
   if (cfg->small != GPU_SMALL_AUTO && cfg->small != GPU_SMALL_ON && cfg->small != GPU_SMALL_OFF)
     return tbe_error(TBE_EINVAL, "fwd.small", -1, "small-table mode is %d, not auto, on or off",
                      (int)cfg->small);
@@ -586,7 +630,7 @@ struct gpu_fwd_plan {
     bucket k;
     gather_launch g;
     dim3 grid;
-    bool direct; /* direct_kernel, else gather_kernel */
+    gather_kind kind;
   };
   std::vector<launch> launches;
   feat_info *d_features = nullptr;
@@ -659,16 +703,22 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
      * bags per program hide the per-bag latency of short bags, one keeps more programs for
      * long ones. */
     const gpu_gather_mode mode = cfg ? cfg->gather : GPU_GATHER_AUTO;
-    x.direct = mode == GPU_GATHER_DIRECT ||
-               (mode == GPU_GATHER_AUTO && !(cfg && cfg->fused_bounds) &&
-                k.table_bytes > gpu_l2_bytes() && h->N >= 16 * l->total_B && k.min_row >= 128);
-    g.bpp = x.direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
+    const bool direct =
+        mode == GPU_GATHER_DIRECT ||
+        (mode == GPU_GATHER_AUTO && !(cfg && cfg->fused_bounds) &&
+         k.table_bytes > gpu_l2_bytes() && h->N >= 16 * l->total_B && k.min_row >= 128);
+    /* fwd.gather=lean where its kernel exists (a 16-byte chunk per lane) and its 32-bit
+     * positions and bags hold every one, a window (32) past the last; elsewhere the window */
+    const bool lean = mode == GPU_GATHER_LEAN && k.vb == 16 && k.cpt == 1 &&
+                      h->N <= INT32_MAX - 64 && l->total_B <= INT32_MAX - 64;
+    x.kind = direct ? KIND_DIRECT : lean ? KIND_LEAN : KIND_WINDOW;
+    g.bpp = direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
     const int64_t warps = (programs * k.G + 31) / 32 * k.tiles;
     /* direct: a feature per grid z slice (as many as the grid allows) */
-    const int64_t fchunks = x.direct
+    const int64_t fchunks = direct
                                 ? std::min<int64_t>(g.nfeat, 65535)
                                 : std::min<int64_t>(g.nfeat, (target_warps() + warps - 1) / warps);
     g.feat_per_chunk = (int32_t)((g.nfeat + fchunks - 1) / fchunks);
@@ -711,11 +761,11 @@ tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fus
     g.mode = base.mode;
     g.state = base.state;
     if (b.wdtype == TBE_FP32)
-      launch_bucket<TBE_FP32>(x.k, p->width, x.direct, x.grid, b, g, stream);
+      launch_bucket<TBE_FP32>(x.k, p->width, x.kind, x.grid, b, g, stream);
     else if (b.wdtype == TBE_FP16)
-      launch_bucket<TBE_FP16>(x.k, p->width, x.direct, x.grid, b, g, stream);
+      launch_bucket<TBE_FP16>(x.k, p->width, x.kind, x.grid, b, g, stream);
     else
-      launch_bucket<TBE_BF16>(x.k, p->width, x.direct, x.grid, b, g, stream);
+      launch_bucket<TBE_BF16>(x.k, p->width, x.kind, x.grid, b, g, stream);
     GPU_TRY(cudaGetLastError());
   }
   return tbe_ok();

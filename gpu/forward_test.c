@@ -17,15 +17,18 @@
 
 #define W GPU_GATHER_WINDOW
 #define DG GPU_GATHER_DIRECT
+#define LN GPU_GATHER_LEAN
 static const gpu_fwd_config configs[] = {
   {0, 0, 0, GPU_SMALL_OFF, 0}, {1, 4, 0, GPU_SMALL_OFF, W}, {2, 8, 0, GPU_SMALL_OFF, W},
   {4, 4, 0, GPU_SMALL_OFF, W}, {1, 8, 1, GPU_SMALL_OFF, W}, {2, 4, 1, GPU_SMALL_OFF, W},
   {4, 8, 1, GPU_SMALL_OFF, W}, {0, 0, 1, GPU_SMALL_OFF, 0}, {0, 0, 0, GPU_SMALL_ON, 0},
   {2, 4, 1, GPU_SMALL_ON, W}, {0, 4, 0, GPU_SMALL_OFF, DG}, {0, 8, 0, GPU_SMALL_OFF, DG},
-  {0, 4, 1, GPU_SMALL_OFF, DG}, {0, 8, 1, GPU_SMALL_ON, DG},
+  {0, 4, 1, GPU_SMALL_OFF, DG}, {0, 8, 1, GPU_SMALL_ON, DG}, {0, 0, 0, GPU_SMALL_OFF, LN},
+  {1, 4, 0, GPU_SMALL_OFF, LN}, {4, 8, 1, GPU_SMALL_OFF, LN}, {2, 4, 1, GPU_SMALL_ON, LN},
 };
 #undef W
 #undef DG
+#undef LN
 
 static int64_t model_elements, model_equal; /* small-table elements held to the model */
 static double worst_small_ratio;

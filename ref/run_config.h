@@ -17,8 +17,15 @@ extern "C" {
  * mean the default policy. None of these changes the generic path's bits. */
 typedef enum { GPU_SMALL_AUTO = 0, GPU_SMALL_ON = 1, GPU_SMALL_OFF = 2 } gpu_small_mode;
 /* the generic gather's kernel (fwd.gather): each lane loads the indices it needs itself
- * (direct), or a group reads a window of indices once and passes the rows' addresses around */
-typedef enum { GPU_GATHER_AUTO = 0, GPU_GATHER_DIRECT = 1, GPU_GATHER_WINDOW = 2 } gpu_gather_mode;
+ * (direct), or a group reads a window of indices once and passes the rows' addresses around
+ * (window), or the window's lean form (lean: 32-bit positions, no zero-row padding, more blocks
+ * per SM; buckets of one 16-byte chunk per lane, the window elsewhere) */
+typedef enum {
+  GPU_GATHER_AUTO = 0,
+  GPU_GATHER_DIRECT = 1,
+  GPU_GATHER_WINDOW = 2,
+  GPU_GATHER_LEAN = 3
+} gpu_gather_mode;
 typedef struct {
   int bags;             /* bags per program: 0 (policy), 1, 2 or 4 (the window gather's) */
   int width;            /* gather width, rows in flight: 0 (policy), 4 or 8 */

@@ -59,7 +59,7 @@ static const char *const bounds_words[] = {"fatal", "warning", "ignore", "none"}
 static const char *const invalid_words[] = {"past", "negative", "pruned", "mix"};
 static const char *const corrupt_words[] = {"negative", "decreasing", "past_end", "wrong_last"};
 static const char *const small_words[] = {"auto", "on", "off"};
-static const char *const gather_words[] = {"auto", "direct", "window"};
+static const char *const gather_words[] = {"auto", "direct", "window", "lean"};
 static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
 static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
@@ -632,8 +632,8 @@ static tbe_status parse_value(parse_state *ps, slice v)
     c->knobs.fwd.small = (gpu_small_mode)w;
     return tbe_ok();
   case K_FWD_GATHER:
-    if ((w = parse_word(v, gather_words, 3)) < 0)
-      return fail_word(ps, v, gather_words, 3);
+    if ((w = parse_word(v, gather_words, 4)) < 0)
+      return fail_word(ps, v, gather_words, 4);
     c->knobs.fwd.gather = (gpu_gather_mode)w;
     return tbe_ok();
   case K_OPT:

@@ -126,6 +126,7 @@ static void test_canonical(void)
   check_canonical("fused_bounds=1 fwd.gather=window fwd.small=on",
                   "fwd.small=on fwd.gather=window fused_bounds=1 seed=1");
   check_canonical("fwd.gather=direct", "fwd.gather=direct seed=1");
+  check_canonical("fwd.gather=lean fwd.width=4", "fwd.width=4 fwd.gather=lean seed=1");
   check_canonical("fwd.gather=auto", "seed=1");
   check_canonical("opt=sgd", "opt=sgd seed=1");
   check_canonical("seed=3 opt=rowwise_adagrad lr=0.010 eps=1e-8 wd=none bwd.threshold=256 "
@@ -230,7 +231,7 @@ static void test_errors(void)
     {"idx=int32 T=2 E=5,2147483648", "idx"},
     {"fwd.bags=3", "fwd.bags"}, {"fwd.bags=8", "fwd.bags"}, {"fwd.bags=0", "fwd.bags"},
     {"fwd.width=6", "fwd.width"}, {"fwd.small=yes", "fwd.small"},
-    {"fwd.gather=lanes", "fwd.gather"},
+    {"fwd.gather=lanes", "fwd.gather"}, {"fwd.gather=leaner", "fwd.gather"},
     {"fused_bounds=2", "fused_bounds"}, {"fused_bounds=1 bounds=none", "fused_bounds"},
     {"opt=adam", "opt"}, {"opt=", "opt"}, {"lr=0.1", "lr"}, {"opt=none lr=0.1", "lr"},
     {"eps=1", "eps"}, {"opt=sgd eps=1", "eps"}, {"opt=sgd wd=l2", "wd"},
