@@ -65,9 +65,54 @@ __device__ __forceinline__ int32_t key_table(const dev_bwd &w, uint64_t key)
   return lo;
 }
 
+/* bwd.steal: the short batches of one tile's segments (bwd_steal_range says the rule and why
+ * each item is taken once). This thread's item, when `item`: list k (slot: its place among the
+ * scan's S lists), its index li among the m items of this tile's segment of the list, `at` its
+ * index in the list, cp its place among the tile's items of every list (segments side by side)
+ * and start its run's first sorted position. The tile's threads call it together, after the
+ * scan's temporary storage is last read; it leaves tmp and the shared starts to the caller's
+ * next barrier. */
+template <int S>
+__device__ void classify_batches(const dev_bwd &w, typename cub::BlockScan<cls_counts<S>,
+                                 CLS_BLOCK>::TempStorage &tmp, bool item, int k, int slot,
+                                 int32_t li, int32_t m, int32_t at, int32_t cp, int32_t start)
+{
+  __shared__ int32_t starts[CLS_BLOCK];
+  __shared__ unsigned base[S];
+  if (item)
+    starts[cp] = start;
+  __syncthreads();
+  const int32_t per = BWD_BATCH_ENTRIES;
+  const bool opens = item && (li % w.batch_runs[k] == 0 || starts[cp - 1] / per != start / per);
+  cls_counts<S> mine = {}, excl, total;
+  mine.s[slot] = opens;
+  const cls_counts<S> zero = {};
+  cub::BlockScan<cls_counts<S>, CLS_BLOCK>(tmp).ExclusiveScan(mine, excl, zero, cls_add<S>(),
+                                                              total);
+  if (threadIdx.x < S)
+    base[threadIdx.x] = total.s[threadIdx.x]
+                            ? atomicAdd(&w.counts->batches[S == 1 ? k : (int)threadIdx.x],
+                                        total.s[threadIdx.x])
+                            : 0u;
+  __syncthreads();
+  if (!item)
+    return;
+  /* this item's batch: the ones the segment opened before it, and its own when it opens one */
+  bwd_batch *const b = w.batches + w.batch_base[k] + base[slot] + excl.s[slot];
+  if (opens) {
+    b->lo = at;
+    if (li > 0) /* the batch before, opened earlier in the segment (its first item opens one) */
+      b[-1].hi = at;
+  }
+  if (li == m - 1)
+    b[opens ? 0 : -1].hi = at + 1;
+}
+
 /* Stream-compacts the runs into the short lists and the long list: an in-block prefix sum of
  * the kinds, then one atomic per block and counter for the block's base. DIRECT (the short tier
- * reads the encode's runs, bwd_direct_run): only the long list is written. */
+ * reads the encode's runs, bwd_direct_run): only the long list is written. bwd.steal: each tile
+ * also cuts its segments of the short lists into batches (classify_batches; DIRECT: the tile's
+ * runs are one segment of the encode's, which is the short tier's list). */
 template <bool DIRECT>
 __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
 {
@@ -120,6 +165,21 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
         w.longs[base.l + excl.l] = {run, (int32_t)(base.c + excl.c), chunks};
       else if constexpr (!DIRECT) /* kind 1, a short run: DIRECT has none */
         w.shorts[w.short_base[k] + base.s[k] + excl.s[k]] = run;
+    }
+    if (w.steal) {
+      const int32_t start = r < n ? w.run_start[r] : 0;
+      if constexpr (DIRECT) {
+        classify_batches<S>(w, tmp, r < n, wide, 0, (int32_t)threadIdx.x,
+                            (int32_t)min((int64_t)CLS_BLOCK, n - t0), (int32_t)r,
+                            (int32_t)threadIdx.x, start);
+      } else {
+        int32_t before = 0; /* the tile's short runs of the lists before k */
+#pragma unroll
+        for (int b = 0; b < S; b++)
+          before += b < k ? (int32_t)total.s[b] : 0;
+        classify_batches<S>(w, tmp, kind == 1, k, k, (int32_t)excl.s[k], (int32_t)total.s[k],
+                            (int32_t)(base.s[k] + excl.s[k]), before + (int32_t)excl.s[k], start);
+      }
     }
     __syncthreads();
   }
@@ -323,6 +383,25 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     STATUS_TRY(bwd_alloc(g, (size_t)w.short_base[BWD_BUCKETS], sizeof(bwd_run), &p));
     w.shorts = (bwd_run *)p;
   }
+  /* bwd.steal's short batches (bwd_steal_range; allocated whether or not it is on, since
+   * gpu_bwd_configure may turn it on): bucket k's list holds at most `items` runs (direct: the
+   * encode's, at most N), each batch at least one, and an item opens a batch only as the first
+   * of its tile's segment (one per tile), at a multiple of batch_runs[k] within it, or where a
+   * multiple of BWD_BATCH_ENTRIES below N lies between its run's start and the one before */
+  const int64_t tiles = (N + CLS_BLOCK - 1) / CLS_BLOCK;
+  w.batch_base[0] = 0;
+  for (int k = 0; k < BWD_BUCKETS; k++) {
+    bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
+      w.batch_runs[k] = BWD_SHORT_BATCH * (32 / bwd_shape<decltype(vec)::value,
+                                                          decltype(kk)::value>::W);
+    });
+    const int64_t items = direct && g->short_cap[k] ? N : g->short_cap[k];
+    w.batch_base[k + 1] = w.batch_base[k] +
+                          std::min<int64_t>(items, tiles + items / w.batch_runs[k] +
+                                                       N / BWD_BATCH_ENTRIES);
+  }
+  STATUS_TRY(bwd_alloc(g, (size_t)w.batch_base[BWD_BUCKETS], sizeof(bwd_batch), &p));
+  w.batches = (bwd_batch *)p;
   w.long_cap = std::min<int64_t>(N / w.threshold, g->rows);
   w.chunk_cap = std::min<int64_t>(N, N / w.chunk + w.long_cap);
   STATUS_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(bwd_long), &p));

@@ -34,6 +34,23 @@ struct bwd_chunk {
   int32_t lrun, chunk;
 };
 
+/* policy (bwd.steal): a short batch (bwd_steal_range) holds at most BWD_SHORT_BATCH runs per
+ * group of its warp: more spread the atomic (one per warp and batch, all warps on one counter)
+ * over more runs, fewer keep the tail short; a short run is from a few hundred cycles to a few
+ * us of work. */
+const int BWD_SHORT_BATCH = 8;
+/* policy (bwd.steal): and its runs start within one window of BWD_BATCH_ENTRIES sorted entries,
+ * so it sums fewer than BWD_BATCH_ENTRIES + threshold gradient rows: twice the default
+ * threshold, so a stretch of the longest short runs (a Zipf table's hot rows, which sort
+ * together) is cut into batches of two or three runs, while runs of a few entries fill their
+ * batches up to the run cap. */
+const int32_t BWD_BATCH_ENTRIES = 512;
+
+/* bwd.steal: a batch of short runs, items [lo, hi) of its tier's list (bwd_steal_range). */
+struct alignas(8) bwd_batch {
+  int32_t lo, hi;
+};
+
 /* Device-side counts of one call (zeroed before the classification). */
 struct bwd_counts {
   unsigned int shorts[BWD_BUCKETS];
@@ -41,9 +58,12 @@ struct bwd_counts {
   unsigned int chunks;
   int num_runs; /* written by the run-length encode */
   /* bwd.steal: batches taken so far, per short bucket's launch, by the chunk kernel and by the
-   * apply kernel (bwd_steal); zeroed with the rest before every launch, so no host sync */
+   * apply kernel (bwd_steal, bwd_steal_range); zeroed with the rest before every launch, so no
+   * host sync */
   unsigned int steal_short[BWD_BUCKETS];
   unsigned int steal_chunk, steal_apply;
+  /* bwd.steal: short batches the classification wrote per bucket (bwd_steal_range) */
+  unsigned int batches[BWD_BUCKETS];
 };
 
 /* Everything the backward kernels read, as device pointers; sizes are host-known bounds. */
@@ -68,6 +88,11 @@ struct dev_bwd {
   int64_t direct_base;
   bwd_run *shorts;             /* short runs, bucket k at short_base[k] (unused when direct) */
   int64_t short_base[BWD_BUCKETS + 1];
+  bwd_batch *batches;          /* bwd.steal: bucket k's short batches at batch_base[k], written
+                                  by the classification (direct: of the encode's runs) */
+  int64_t batch_base[BWD_BUCKETS + 1];
+  int32_t batch_runs[BWD_BUCKETS]; /* bwd.steal: most runs of a batch of bucket k:
+                                      BWD_SHORT_BATCH per group of a warp of its shape */
   bwd_long *longs;             /* [long_cap] */
   int32_t *countdown;          /* [long_cap] chunks left per long run (fused) */
   bwd_chunk *chunks;           /* [chunk_cap] */
@@ -342,22 +367,35 @@ template <int W> __device__ __forceinline__ unsigned bwd_group_mask()
 }
 
 /* Persistent work stealing (bwd.steal), the stand-in on Hopper for Blackwell's cluster launch
- * control: the items (runs, chunk programs, long runs) a group of W lanes takes in turn, from a
- * device counter of batches. A warp of G = 32 / W groups asks for batch b (atomicInc: batches
- * go to warps in the order they ask) and its group g then takes items (j*NB + b)*G + g, j < K,
- * of the NB = ceil(n / (K*G)) batches: a batch's slots are spread over the whole list, so
- * runs that cluster (a Zipf table's hot rows sort first and are the longest) go to K different
- * warps, not all to one, while adjacent groups still read adjacent descriptors. The map is a
- * bijection from (b < NB, j < K, g < G) onto [0, NB*K*G), which holds [0, n): each item is
- * taken exactly once, by a group that computes it as any group would. Slots at or past n in a
- * batch below NB read n + g (empty, as past the end of a grid-stride loop), and `in` says
- * whether the slot's batch is below NB: a warp's batches only grow, so once a slot is out, all
- * its later ones are. A warp asks for its next batch as it starts one, and first reads it when
- * that one is used up, so the atomic's round trip overlaps K items' work; the warp holds at
- * most one batch it has not started. Lanes of a warp call start and take together (the tiers'
- * loops are warp-uniform). The counter's limit is 2^31 - 1, which no count reaches (at most
- * NB plus two per warp, n < 2^31): it keeps atomicInc an increment in the machine code (an
+ * control: a group of W lanes takes its items (runs, chunk programs, long runs) in turn from
+ * batches that a warp of G = 32 / W groups asks a device counter for (atomicInc: batches go to
+ * warps in the order they ask). A warp asks for its next batch as it starts one and first reads
+ * it when that one is used up, so the atomic's round trip overlaps a batch's work; it holds at
+ * most one batch it has not started. Lanes of a warp ask and take together (the tiers' loops are
+ * warp-uniform). The counter's limit is 2^31 - 1, which no count reaches (at most the batches
+ * plus two per warp, fewer than 2^31): it keeps atomicInc an increment in the machine code (an
  * unlimited one compiles to the add that gpu/fence_sass_test.py reads as a countdown). */
+__device__ __forceinline__ uint32_t bwd_steal_ask(unsigned *ctr)
+{
+  return (threadIdx.x & 31) == 0 ? atomicInc(ctr, 0x7fffffffu) : 0u;
+}
+/* The batch lane 0 asked for, in every lane. */
+__device__ __forceinline__ uint32_t bwd_steal_got(uint32_t asked)
+{
+  uint32_t b = __shfl_sync(0xffffffffu, asked, 0);
+#if defined(TBE_FAULT_STEAL_SKIP) /* planted: batch 0 is never taken, its items never done */
+  b++;
+#endif
+  return b;
+}
+
+/* The long tier's batches (chunk and apply kernels): K*G items each. Batch b's group g takes
+ * items (j*NB + b)*G + g, j < K, of the NB = ceil(n / (K*G)) batches (with K = 1, the policy,
+ * adjacent groups and adjacent batches take adjacent items). The map is a bijection from
+ * (b < NB, j < K, g < G) onto [0, NB*K*G), which holds [0, n): each item is taken exactly once,
+ * by a group that computes it as any group would. Slots at or past n in a batch below NB read
+ * n + g (empty, as past the end of a grid-stride loop), and `in` says whether the slot's batch
+ * is below NB: a warp's batches only grow, so once a slot is out, all its later ones are. */
 template <int K, int G> struct bwd_steal {
   static constexpr uint32_t KG = (uint32_t)K * G;
   uint32_t nb;    /* NB */
@@ -365,23 +403,11 @@ template <int K, int G> struct bwd_steal {
   uint32_t ahead; /* lane 0: its next, asked for */
   int j;          /* the current batch's next slot */
 
-  __device__ static uint32_t ask(unsigned *ctr)
-  {
-    return (threadIdx.x & 31) == 0 ? atomicInc(ctr, 0x7fffffffu) : 0u;
-  }
-  __device__ static uint32_t got(uint32_t asked)
-  {
-    uint32_t b = __shfl_sync(0xffffffffu, asked, 0);
-#if defined(TBE_FAULT_STEAL_SKIP) /* planted: batch 0 is never taken, its items never done */
-    b++;
-#endif
-    return b;
-  }
   template <typename I> __device__ void start(unsigned *ctr, I n)
   {
     nb = ((uint32_t)n + KG - 1) / KG;
-    batch = got(ask(ctr));
-    ahead = ask(ctr);
+    batch = bwd_steal_got(bwd_steal_ask(ctr));
+    ahead = bwd_steal_ask(ctr);
     j = 0;
   }
   /* The next item of this group (lag: its place in the warp) among n; in: its batch is below
@@ -391,8 +417,8 @@ template <int K, int G> struct bwd_steal {
     const uint32_t b = batch, r = ((uint32_t)j * nb + b) * G;
     if (++j == K) {
       j = 0;
-      batch = got(ahead);
-      ahead = ask(ctr);
+      batch = bwd_steal_got(ahead);
+      ahead = bwd_steal_ask(ctr);
     }
     in = b < nb;
     return (I)(in ? min(r, (uint32_t)n) : (uint32_t)n) + lag;
@@ -401,6 +427,71 @@ template <int K, int G> struct bwd_steal {
   {
     bool in;
     return take(ctr, n, lag, in);
+  }
+};
+
+/* The short tier's batches: consecutive stretches of its list (the bucket's short runs, or with
+ * bwd.direct the encode's runs), bounded in runs and in entries, which the classification cuts
+ * (backward.cu, classify_batches) and a warp reads as one bwd_batch [lo, hi). Consecutive, so
+ * adjacent groups and adjacent steps read adjacent descriptors and sorted positions; bounded in
+ * entries, so a stretch of long runs (a Zipf table's hot rows sort together) is cut into small
+ * batches and no warp gets a cluster of them, while runs of a few entries make batches of the
+ * run cap. Cut by the classification, not searched for by the warp: a list is filled by tiles in
+ * the order their atomics land, so its `start` fields are sorted only within a tile's segment
+ * and no search over them finds a batch; and a tile holds what a cut needs (its runs in order,
+ * its scan), so the batches cost it a second block scan and the warp one 8-byte load per batch,
+ * with neither a second pass over the list for a list-wide prefix of entries (a device scan
+ * reads every descriptor again) nor a chain of dependent loads per batch (a search).
+ * The rule: the classification's tiles of CLS_BLOCK runs each append their runs of a list as one
+ * segment of it, and an item of a segment opens a batch when it is the segment's
+ * first, when its index in the segment is a multiple of R (batch_runs: BWD_SHORT_BATCH per group
+ * of the warp), or when a multiple of BWD_BATCH_ENTRIES lies in (s', s], s its run's first sorted
+ * position and s' that of the segment's item before it (positions, not a prefix within the list:
+ * runs of other lists and long runs leave gaps, which only cut more batches). A batch runs from
+ * an item that opens one to the next, or to its segment's end. So its runs, at most R, start
+ * within one window of BWD_BATCH_ENTRIES positions and are disjoint stretches of the sorted
+ * entries: together fewer than BWD_BATCH_ENTRIES + threshold entries. Each tile takes its
+ * segment's batch numbers with one atomicAdd on the bucket's count of batches (bwd_counts), so
+ * the numbers of a list are [0, NB), NB that count, each written (lo by the item that opens it,
+ * hi by the next or by the segment's last item) before the tier's launch; the batches of a
+ * segment partition it and the segments partition the list. A warp given batch b < NB steps
+ * through it G items at a time, group g taking lo + jG + g while below hi: over its steps that
+ * is [lo, hi) once. Each batch number is given once, so each item is taken exactly once, by a
+ * group that computes it as any group would. A step of a batch below NB is `in`, its groups past
+ * hi read n (the empty run); a warp's batch only changes to a later one, and once it is at or
+ * past NB it stays, so once a step is out all its later ones are. The range of the batch a warp
+ * switches to is loaded then and first read at its next take, a run's work later. */
+template <int G> struct bwd_steal_range {
+  uint32_t nb;    /* NB */
+  uint32_t ahead; /* lane 0: the warp's next batch, asked for */
+  int32_t s, hi;  /* the current batch's next step's first item, and its end; hi 0: none (the
+                     warp's batch is at or past NB; a batch's hi is at least 1) */
+
+  __device__ void load(const bwd_batch *list, uint32_t batch)
+  {
+    const bwd_batch r = batch < nb ? list[batch] : bwd_batch{0, 0};
+    s = r.lo;
+    hi = r.hi;
+  }
+  /* list: [n_batches] the list's batches */
+  __device__ void start(unsigned *ctr, const bwd_batch *list, uint32_t n_batches)
+  {
+    nb = n_batches;
+    load(list, bwd_steal_got(bwd_steal_ask(ctr)));
+    ahead = bwd_steal_ask(ctr);
+  }
+  /* The next item of this group (lag: its place in the warp) among n (n: none); in: its step
+   * belongs to a batch below NB. */
+  __device__ int32_t take(unsigned *ctr, const bwd_batch *list, int32_t n, int lag, bool &in)
+  {
+    in = hi > 0;
+    const int32_t i = s + lag < hi ? s + lag : n;
+    s += G;
+    if (in && s >= hi) {
+      load(list, bwd_steal_got(ahead));
+      ahead = bwd_steal_ask(ctr);
+    }
+    return i;
   }
 };
 

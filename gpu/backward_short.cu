@@ -21,12 +21,6 @@ namespace {
 
 const int BLOCK = 128;
 
-/* policy: the short runs a group takes per steal (bwd.steal): more spread the atomic (one per
- * warp and batch, all warps on one counter) over more runs, fewer keep the tail short (a warp
- * holds up to one batch it has not started, bwd_steal); a short run is below threshold
- * entries, from a few hundred cycles to a few us of work. */
-const int SHORT_BATCH = 8;
-
 /* The common-case kernel (FAST) with two rows in flight: the leanest in registers. */
 __host__ __device__ constexpr bool short_lean(bool fast, int u)
 {
@@ -99,8 +93,9 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
  * encode's, every one of them, the long and the sentinel's empty. FAST (bwd_fast holds): the
  * plain gather, fp16 weights, row-wise Adagrad without stochastic rounding, all as constants;
  * the same operations as the generic kernel's on those cases, without their tests. STEAL
- * (bwd.steal): a group's runs come from bwd_steal, SHORT_BATCH at a time, not from the grid
- * stride; the pipeline is the same, its runs taken in the order the counter gives them. */
+ * (bwd.steal): a group's runs come from bwd_steal_range, a batch of consecutive runs (at most
+ * BWD_SHORT_BATCH per group, bounded in entries) at a time, not from the grid stride; the
+ * pipeline is the same, its runs taken in the order the counter gives the batches. */
 template <int W, int CPL, int VEC, int U, bool FAST, bool DIRECT, bool STEAL>
 __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, short_lean(FAST, U)))
     short_kernel(dev_bwd w, int k)
@@ -116,18 +111,19 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
   int32_t i = (int32_t)blockIdx.x * (BLOCK / W) + (int32_t)threadIdx.x / W;
   const int32_t lag = (threadIdx.x % 32) / W; /* this group's place in its warp */
   unsigned *const ctr = w.counts->steal_short + k;
-  bwd_steal<SHORT_BATCH, 32 / W> st;
-  /* STEAL: how many runs of the pipeline have their batch in (bwd_steal), the loop's condition
-   * in place of i (once a warp's slot is out, its later ones are, so those are the pipeline's
-   * first ones) */
+  const bwd_batch *const batches = w.batches + w.batch_base[k]; /* STEAL: the list's */
+  bwd_steal_range<32 / W> st;
+  /* STEAL: how many runs of the pipeline have their batch in (bwd_steal_range), the loop's
+   * condition in place of i (once a warp's step is out, its later ones are, so those are the
+   * pipeline's first ones) */
   int32_t left = 0, i1 = 0; /* i1: STEAL with AHEAD, the run after i */
   bool in = false;
   if constexpr (STEAL) {
-    st.start(ctr, n);
-    i = st.take(ctr, n, lag, in);
+    st.start(ctr, batches, w.counts->batches[k]);
+    i = st.take(ctr, batches, n, lag, in);
     left = in;
     if (AHEAD) {
-      i1 = st.take(ctr, n, lag, in);
+      i1 = st.take(ctr, batches, n, lag, in);
       left += in;
     }
   }
@@ -139,7 +135,7 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
     const bwd_run r = next;
     const bool live = r.len > 0;
     /* the run whose descriptor loads now */
-    const int32_t far = STEAL ? st.take(ctr, n, lag, in) : i + (AHEAD ? 2 : 1) * groups;
+    const int32_t far = STEAL ? st.take(ctr, batches, n, lag, in) : i + (AHEAD ? 2 : 1) * groups;
     if constexpr (STEAL)
       left += (int32_t)in - 1; /* far joins, r leaves */
     if (!AHEAD) {
