@@ -41,7 +41,8 @@ struct bwd_counts {
   unsigned int chunks;
   int num_runs; /* written by the run-length encode */
   /* bwd.steal: batches taken so far, per short bucket's launch, by the chunk kernel and by the
-   * apply kernel (bwd_steal); zeroed with the rest before every launch, so no host sync */
+   * apply kernel (bwd_steal); zeroed before every launch of the tiers, so no host sync (the
+   * fields above are the metadata's, which bwd.hoist makes in the forward: these stay last) */
   unsigned int steal_short[BWD_BUCKETS];
   unsigned int steal_chunk, steal_apply;
 };
