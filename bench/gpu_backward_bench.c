@@ -8,6 +8,11 @@
  * and momentum (restored, untimed, with the forward that precedes it). With --db PATH the
  * figures are also recorded as perf rows (bench_db.h), for the report. --only F1,SL (before
  * --db) runs only the shapes named (SL: the sweep), e.g. under a profiler.
+ *
+ * bwd.hoist: on F1 and PUB (hoist_shapes), forward, backward and their total with the metadata
+ * in the backward (off) and in the forward (on), side by side, each backward held to the
+ * reference's bits; --hoist (first) runs only these. The forward's own benchmark
+ * (gpu_forward_bench) opens no backward, so its forward never holds the metadata.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -29,6 +34,8 @@ enum { REPS = 10 };
 /* the shapes timed, by their names in cases/bench.cases (each with bounds=none), run with
  * opt=rowwise_adagrad appended; each is validated against the reference first */
 static const char *const shapes[] = {"F1", "F2", "F3", "F4", "HOT", "PUB", "MIX"};
+/* those also timed with bwd.hoist off and on (run_hoist) */
+static const char *const hoist_shapes[] = {"F1", "PUB"};
 
 typedef struct {
   const char *name;
@@ -131,6 +138,82 @@ static gpu_session *open_bwd(tbe_batch *b, const tbe_layout *l, const ref_bwd_co
   return s;
 }
 
+static int cmp_ms(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One forward + backward pair's times: the forward (bounds check + forward, + the metadata
+ * when hoisted), the backward's stats, their sum. */
+typedef struct {
+  double fwd, total;
+  gpu_bwd_stats bwd;
+} step_times;
+
+/* The medians of REPS (after 2 warm-ups) forward + backward pairs of an open session, each
+ * part's median on its own (so the total's need not be the parts' sum). */
+static step_times median_step(gpu_session *s)
+{
+  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO};
+  double fwd[REPS], total[REPS];
+  gpu_bwd_stats b[REPS];
+  for (int i = -2; i < REPS; i++) {
+    const int k = i < 0 ? 0 : i;
+    float ms;
+    tbe_status st = gpu_session_forward(s, TBE_BOUNDS_NONE, &fc, 0, &ms);
+    if (st.code == TBE_OK)
+      st = gpu_session_backward(s, &b[k]);
+    if (st.code != TBE_OK)
+      die("forward + backward", st);
+    fwd[k] = ms;
+    total[k] = ms + b[k].ms;
+  }
+  qsort(fwd, REPS, sizeof fwd[0], cmp_ms);
+  qsort(total, REPS, sizeof total[0], cmp_ms);
+  qsort(b, REPS, sizeof b[0], cmp_stats);
+  return (step_times){fwd[REPS / 2], total[REPS / 2], b[REPS / 2]};
+}
+
+/* bwd.hoist off and on on shape name (batch b, its reference ref_w/ref_m), the default
+ * backward configuration otherwise: forward, backward and total, side by side. */
+static void run_hoist(const char *name, const char *text, tbe_batch *b, const tbe_layout *l,
+                      const gen_bwd *bwd, const void *ref_w, const float *ref_m)
+{
+  step_times t[2];
+  for (int h = 0; h < 2; h++) {
+    const gpu_bwd_config g = {.hoist = h};
+    gpu_session *s = open_bwd(b, l, bwd->cfg, &g, bwd);
+    t[h] = median_step(s);
+    const gpu_bwd_stats *m = &t[h].bwd;
+    printf("  hoist %-3s forward %8.3f ms backward %8.3f ms total %8.3f ms | sort %6.3f class "
+           "%6.3f%s, in the forward %6.3f | %s\n", h ? "on" : "off", t[h].fwd, m->ms, t[h].total,
+           m->sort_ms, m->classify_ms, m->hoisted ? " (hoisted)" : "", m->hoist_ms,
+           check(s, b, l, bwd, ref_w, ref_m));
+    fflush(stdout);
+    const char *cfg = h ? "hoist-on" : "hoist-off";
+    const double bytes = bwd_bytes(b, l);
+    bench_db_figure(rec, name, text, "gpu:step-forward", cfg, t[h].fwd, bytes / 2, copy_gbps);
+    bench_db_figure(rec, name, text, "gpu:step-backward", cfg, m->ms, bytes, copy_gbps);
+    bench_db_figure(rec, name, text, "gpu:step", cfg, t[h].total, 1.5 * bytes, copy_gbps);
+    gpu_session_close(s);
+  }
+  printf("  hoist on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)\n",
+         t[1].fwd - t[0].fwd, t[1].bwd.ms - t[0].bwd.ms, t[1].total - t[0].total,
+         100.0 * (t[1].total - t[0].total) / t[0].total);
+}
+
+/* hoist_only: --hoist, the bwd.hoist comparison alone */
+static int hoist_only;
+
+static int hoisted_shape(const char *name)
+{
+  for (size_t k = 0; k < sizeof hoist_shapes / sizeof hoist_shapes[0]; k++)
+    if (!strcmp(hoist_shapes[k], name))
+      return 1;
+  return 0;
+}
+
 static void run_shape(const char *name)
 {
   char *text = bench_shape(name, "opt=rowwise_adagrad");
@@ -152,7 +235,7 @@ static void run_shape(const char *name)
     die("reference", st);
   double ref_s = omp_get_wtime() - t0;
   printf("%-4s %s\n", name, text);
-  for (int v = 0; v < NVAR; v++) {
+  for (int v = 0; v < NVAR && !hoist_only; v++) {
     ref_bwd_config cfg = *bwd.cfg;
     cfg.combine = variants[v].combine;
     gpu_session *s = open_bwd(&b, &l, &cfg, &variants[v].g, &bwd);
@@ -168,6 +251,8 @@ static void run_shape(const char *name)
                     bwd_bytes(&b, &l), copy_gbps);
     gpu_session_close(s);
   }
+  if (hoisted_shape(name))
+    run_hoist(name, text, &b, &l, &bwd, ref_w, ref_m);
   printf("  (reference backward on the CPU: %.1f s, %d threads)\n", ref_s, omp_get_max_threads());
   free(ref_w);
   free(ref_m);
@@ -246,6 +331,12 @@ static int wanted(const char *name) { return bench_wanted(only, name); }
 
 int main(int argc, char **argv)
 {
+  if (argc >= 2 && !strcmp(argv[1], "--hoist")) {
+    hoist_only = 1;
+    argv[1] = argv[0];
+    argv++;
+    argc--;
+  }
   if (argc >= 3 && !strcmp(argv[1], "--only")) {
     only = argv[2];
     argv[2] = argv[0];
@@ -264,9 +355,9 @@ int main(int argc, char **argv)
   printf("# %s; %d host threads; copy ceiling %.0f GB/s (4 GiB D2D, read + write)\n", desc,
          omp_get_max_threads(), copy_gbps);
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-    if (wanted(shapes[k]))
+    if (wanted(shapes[k]) && (!hoist_only || hoisted_shape(shapes[k])))
       run_shape(shapes[k]);
-  if (wanted("SL"))
+  if (wanted("SL") && !hoist_only)
     run_sweep();
   bench_db_close(rec);
   return 0;

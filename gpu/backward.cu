@@ -10,6 +10,7 @@
  * before the update (ref/backward.c's psw_grads); row gradients and updates as the path files say.
  */
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -238,15 +239,20 @@ struct gpu_bwd {
   float *pristine_momentum;
   size_t weight_bytes;
   int64_t rows, short_cap[BWD_BUCKETS];
-  int fused, no_bucket, no_direct, noise;
+  int fused, no_bucket, no_direct, noise, hoist;
   gpu_noise noise_kernel;
   cudaEvent_t ev[6];
+  cudaEvent_t hoist_ev[2]; /* around the metadata that the last forward enqueued (bwd.hoist) */
   bool timed;
+  bool hoisted;            /* the last enqueue took its metadata from the forward */
 
   ~gpu_bwd()
   {
     gpu_noise_free(&noise_kernel);
     for (cudaEvent_t e : ev)
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaEvent_t e : hoist_ev)
       if (e)
         cudaEventDestroy(e);
   }
@@ -271,6 +277,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.delay < 0 || c.delay > GPU_MAX_DELAY                      ? "delay"
                     : c.steal != 0 && c.steal != 1                                ? "steal"
                     : c.bulk != 0 && c.bulk != 1                                  ? "bulk"
+                    : c.hoist != 0 && c.hoist != 1                                ? "hoist"
                                                                                   : nullptr;
   if (bad)
     return tbe_error(TBE_EINVAL, bad, -1, "gpu_bwd_config.%s holds a value the backward does not "
@@ -297,6 +304,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   w.bulk = c.bulk;
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;
+  g->hoist = c.hoist;
   return tbe_ok();
 }
 
@@ -437,6 +445,8 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
     STATUS_TRY(bwd_alloc(g, (size_t)N, sizeof(float), (void **)&w.psw_grad));
   for (cudaEvent_t &e : g->ev)
     GPU_TRY(cudaEventCreate(&e));
+  for (cudaEvent_t &e : g->hoist_ev)
+    GPU_TRY(cudaEventCreate(&e));
   return tbe_ok();
 }
 
@@ -451,6 +461,7 @@ tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch
   memset(&g->w, 0, sizeof g->w);
   memset(&g->t, 0, sizeof g->t);
   memset(g->ev, 0, sizeof g->ev);
+  memset(g->hoist_ev, 0, sizeof g->hoist_ev);
   g->pristine_weights = nullptr;
   g->pristine_momentum = nullptr;
   tbe_status st = bwd_setup(g, h, l, b, cfg, gc, grad_output, momentum);
@@ -496,23 +507,23 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   return tbe_ok();
 }
 
-tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
-                           cudaStream_t stream)
+/* The metadata's part of bwd_counts: the fields before steal_short (the classification's
+ * counters and the encode's run count), zeroed before the transpose. The steal counters after
+ * them belong to the tiers and are zeroed by every launch of the tiers (gpu_bwd_enqueue), so a
+ * backward on hoisted metadata starts its stealing from batch 0 too. */
+static const size_t METADATA_COUNTS = offsetof(bwd_counts, steal_short);
+
+/* Enqueues the metadata on stream: the counts zeroed, the transpose (keys, sort, encode, scan;
+ * it sets w.pos and the run arrays) and the classification into the run lists; ev[0..2]
+ * recorded around its parts when timed. Reads the bounds-checked indices and offsets, so the
+ * forward's kernels (the fused check repairs inside them) must be before it on stream. */
+static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool timed,
+                               cudaStream_t stream)
 {
   dev_bwd &w = g->w;
-  g->timed = timed != 0;
-  w.launch++;
-  /* Untimed (before the first event): every deterministic partial slot starts the launch as
-   * NaN (all bits set). A slot the combine reads before its chunk program's store landed then
-   * gives NaN, not the previous launch's identical bits, which would hide the race. Here, not in
-   * gpu_bwd_restore, so that every launch gets it (also a CUDA graph's). The atomic fp64 rows are
-   * zeroed per launch by expand_kernel. */
-  if (!w.atomic && w.long_cap > 0)
-    GPU_TRY(cudaMemsetAsync(w.part, 0xFF, sizeof(float) * (size_t)w.chunk_cap * (size_t)w.max_D,
-                            stream));
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[0], stream));
-  GPU_TRY(cudaMemsetAsync(w.counts, 0, sizeof(bwd_counts), stream));
+  GPU_TRY(cudaMemsetAsync(w.counts, 0, METADATA_COUNTS, stream));
   if (w.b.N > 0) {
     if (w.key64)
       STATUS_TRY(gpu_transpose<uint64_t>(w, g->t, fatal_state, stream));
@@ -532,6 +543,43 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   }
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[2], stream));
+  return tbe_ok();
+}
+
+int gpu_bwd_hoist(const gpu_bwd *g) { return g->hoist; }
+
+tbe_status gpu_bwd_hoisted_metadata(gpu_bwd *g, const dev_bounds *fatal_state,
+                                    cudaStream_t stream)
+{
+  GPU_TRY(cudaEventRecord(g->hoist_ev[0], stream));
+  STATUS_TRY(bwd_metadata(g, fatal_state, false, stream));
+  GPU_TRY(cudaEventRecord(g->hoist_ev[1], stream));
+  return tbe_ok();
+}
+
+tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed, int hoisted,
+                           cudaStream_t stream)
+{
+  dev_bwd &w = g->w;
+  g->timed = timed != 0;
+  g->hoisted = hoisted != 0;
+  w.launch++;
+  /* Untimed (before the first event): every deterministic partial slot starts the launch as
+   * NaN (all bits set). A slot the combine reads before its chunk program's store landed then
+   * gives NaN, not the previous launch's identical bits, which would hide the race. Here, not in
+   * gpu_bwd_restore, so that every launch gets it (also a CUDA graph's). The atomic fp64 rows are
+   * zeroed per launch by expand_kernel. The steal counters likewise, for the same reason: every
+   * launch of the tiers, also one on hoisted metadata, hands out its batches from 0. */
+  if (!w.atomic && w.long_cap > 0)
+    GPU_TRY(cudaMemsetAsync(w.part, 0xFF, sizeof(float) * (size_t)w.chunk_cap * (size_t)w.max_D,
+                            stream));
+  GPU_TRY(cudaMemsetAsync((char *)w.counts + METADATA_COUNTS, 0,
+                          sizeof(bwd_counts) - METADATA_COUNTS, stream));
+  if (!hoisted)
+    STATUS_TRY(bwd_metadata(g, fatal_state, g->timed, stream));
+  else if (timed) /* the metadata ran in the forward: its parts here take no time */
+    for (int i = 0; i < 3; i++)
+      GPU_TRY(cudaEventRecord(g->ev[i], stream));
   if (w.psw_grad) {
     GPU_TRY(cudaMemsetAsync(w.psw_grad, 0, sizeof(float) * (size_t)w.b.N, stream));
     if (w.b.N > 0) {
@@ -565,6 +613,12 @@ tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
     float ms[5];
     for (int i = 0; i < 5; i++)
       GPU_TRY(cudaEventElapsedTime(&ms[i], g->ev[i], g->ev[i + 1]));
+    if (g->hoisted) { /* zero by the rule, not by measuring two events back to back */
+      ms[0] = ms[1] = 0;
+      float hoist_ms;
+      GPU_TRY(cudaEventElapsedTime(&hoist_ms, g->hoist_ev[0], g->hoist_ev[1]));
+      st->hoist_ms = hoist_ms;
+    }
     st->sort_ms = ms[0];
     st->classify_ms = ms[1];
     st->psw_ms = ms[2];
@@ -572,6 +626,7 @@ tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
     st->long_ms = ms[4];
     st->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
   }
+  st->hoisted = g->hoisted;
   GPU_TRY(cudaDeviceSynchronize());
   bwd_counts c;
   GPU_TRY(cudaMemcpy(&c, g->w.counts, sizeof c, cudaMemcpyDeviceToHost));

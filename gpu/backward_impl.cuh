@@ -57,13 +57,15 @@ struct bwd_counts {
   unsigned int longs;
   unsigned int chunks;
   int num_runs; /* written by the run-length encode */
+  /* bwd.steal: short batches the classification wrote per bucket (bwd_steal_range); metadata,
+   * like the fields above */
+  unsigned int batches[BWD_BUCKETS];
   /* bwd.steal: batches taken so far, per short bucket's launch, by the chunk kernel and by the
-   * apply kernel (bwd_steal, bwd_steal_range); zeroed with the rest before every launch, so no
-   * host sync */
+   * apply kernel (bwd_steal, bwd_steal_range); zeroed before every launch of the tiers, so no host
+   * sync (the fields above are the metadata's, which bwd.hoist makes in the forward: these stay
+   * last) */
   unsigned int steal_short[BWD_BUCKETS];
   unsigned int steal_chunk, steal_apply;
-  /* bwd.steal: short batches the classification wrote per bucket (bwd_steal_range) */
-  unsigned int batches[BWD_BUCKETS];
 };
 
 /* Everything the backward kernels read, as device pointers; sizes are host-known bounds. */

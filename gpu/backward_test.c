@@ -4,8 +4,11 @@
  * without work stealing (bwd.steal), and bounds check + forward + backward captured once in a
  * CUDA graph and replayed on new inputs of the same shape give the reference's bits (so nothing
  * in them syncs with the host; with stealing, the graph's own memset resets the steal counters
- * for each replay). SKIPs (exit 77) without a GPU. Not `tbecheck run` over
- * cases/gpu_backward.cases (cli_gpu).
+ * for each replay; with bwd.hoist, the graph's forward makes the backward's metadata). The
+ * hoisted metadata (bwd.hoist=on) belongs to one batch: a backward after a new upload and its
+ * forward gives the new batch's bits, and one without a hoisted forward of the current inputs
+ * is refused. SKIPs (exit 77) without a GPU. Not `tbecheck run` over
+ * cases/gpu_backward.cases (cli_gpu), where one call never uploads a second batch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,9 +120,10 @@ static int repeat_test(const char *text, int reps, int steal)
   return fail;
 }
 
-/* Captures the call on case a (stealing work when steal is 1), replays it, then uploads case b
- * (same shape, another seed) and replays again: both must give the reference's bits. */
-static int graph_test(const char *a, const char *b, int steal)
+/* Captures the call on case a (stealing work when steal is 1, the metadata in the forward when
+ * hoist is 1), replays it, then uploads case b (same shape, another seed) and replays again:
+ * both must give the reference's bits. */
+static int graph_test(const char *a, const char *b, int steal, int hoist)
 {
   ref_case ra, rb;
   if (ref_case_run(a, &ra))
@@ -130,7 +134,7 @@ static int graph_test(const char *a, const char *b, int steal)
   }
   gpu_session *s;
   gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
-  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED, .steal = steal};
+  gpu_bwd_config gc = {.long_mode = GPU_LONG_FUSED, .steal = steal, .hoist = hoist};
   tbe_status st = gpu_session_open(&ra.b, &ra.l, &s);
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, ra.bwd.cfg, &gc, ra.bwd.grad_output, ra.bwd.momentum);
@@ -160,8 +164,106 @@ static int graph_test(const char *a, const char *b, int steal)
     printf("FAIL  graph: %s\n", st.message);
     fail = 1;
   }
-  printf("%s  bounds check + forward + backward in one CUDA graph (bwd.steal=%s), replayed on two "
-         "inputs: %s\n", fail ? "FAIL" : "pass", steal ? "on" : "off", a);
+  printf("%s  bounds check + forward + backward in one CUDA graph (bwd.steal=%s bwd.hoist=%s), "
+         "replayed on two inputs: %s\n", fail ? "FAIL" : "pass", steal ? "on" : "off",
+         hoist ? "on" : "off", a);
+  gpu_session_close(s);
+  ref_case_free(&ra);
+  ref_case_free(&rb);
+  return fail;
+}
+
+/* One forward and backward of session s, then its results held to r's bits and its stats to
+ * the hoist's rule (sort and classification 0: they ran in the forward); what names the step.
+ * 0 if all hold, else 1 with a line saying which. */
+static int hoist_step(gpu_session *s, const ref_case *r, const char *what)
+{
+  const gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
+  gpu_fwd_result f;
+  gpu_bwd_result g;
+  gpu_bwd_stats bs;
+  tbe_status st = gpu_session_forward(s, r->mode, &fc, 0, NULL);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward(s, &bs);
+  if (st.code == TBE_OK)
+    st = gpu_session_results(s, &f);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_results(s, &g);
+  if (st.code != TBE_OK) {
+    printf("FAIL  %s: %s\n", what, st.message);
+    return 1;
+  }
+  int fail = same_bits(what, r, &f, &g);
+  if (!bs.hoisted || bs.sort_ms != 0 || bs.classify_ms != 0) {
+    printf("FAIL  %s: the stats do not say the metadata was hoisted (hoisted %d, sort %g ms, "
+           "classify %g ms)\n", what, bs.hoisted, bs.sort_ms, bs.classify_ms);
+    fail = 1;
+  }
+  gpu_fwd_result_free(&f);
+  gpu_bwd_result_free(&g);
+  return fail;
+}
+
+/* 0 if the backward of s is refused as bwd.hoist's (TBE_EINVAL, field "hoist"), else 1 with a
+ * line naming the step (what) and what came instead. */
+static int refused(gpu_session *s, const char *what)
+{
+  const tbe_status st = gpu_session_backward(s, NULL);
+  const int ok = st.code == TBE_EINVAL && !strcmp(st.field, "hoist");
+  if (!ok)
+    printf("FAIL  %s: the backward was not refused as bwd.hoist's: %s\n", what,
+           st.code == TBE_OK ? "it ran" : st.message);
+  else
+    printf("      %s: refused: %s\n", what, st.message);
+  return !ok;
+}
+
+/* bwd.hoist=on across two batches of one shape (a, then b uploaded; the cases repair indices, so
+ * the metadata must follow the forward's repair): forward + backward of a, then of b, each with
+ * a's or b's bits (metadata kept from a gives b's backward a's runs); then the refusals: a
+ * backward after a forward without the hoist, and one after an upload without its forward, each
+ * followed by the forward that makes it run. long_mode: the long tier's. */
+static int hoist_test(const char *a, const char *b, gpu_long_mode long_mode)
+{
+  ref_case ra, rb;
+  if (ref_case_run(a, &ra))
+    return 1;
+  if (ref_case_run(b, &rb)) {
+    ref_case_free(&ra);
+    return 1;
+  }
+  gpu_session *s;
+  gpu_bwd_config gc = {.long_mode = long_mode, .hoist = 1};
+  tbe_status st = gpu_session_open(&ra.b, &ra.l, &s);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_open(s, ra.bwd.cfg, &gc, ra.bwd.grad_output, ra.bwd.momentum);
+  int fail = st.code != TBE_OK;
+  if (fail)
+    printf("FAIL  hoist: %s\n", st.message);
+  const gpu_fwd_config fc = {0, 0, 1, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
+  if (!fail) {
+    fail |= hoist_step(s, &ra, "hoisted batch a");
+    st = gpu_session_upload(s, &rb.b, rb.bwd.grad_output, rb.bwd.momentum);
+    fail |= st.code != TBE_OK || hoist_step(s, &rb, "hoisted batch b after a's");
+    /* a forward without the hoist leaves no metadata of its inputs */
+    gc.hoist = 0;
+    st = gpu_session_backward_config(s, &gc);
+    if (st.code == TBE_OK)
+      st = gpu_session_forward(s, rb.mode, &fc, 0, NULL);
+    gc.hoist = 1;
+    if (st.code == TBE_OK)
+      st = gpu_session_backward_config(s, &gc);
+    fail |= st.code != TBE_OK || refused(s, "backward after a forward without the hoist");
+    fail |= hoist_step(s, &rb, "hoisted batch b again");
+    /* new inputs without their forward: the metadata held is b's */
+    st = gpu_session_upload(s, &ra.b, ra.bwd.grad_output, ra.bwd.momentum);
+    fail |= st.code != TBE_OK || refused(s, "backward after an upload without its forward");
+    fail |= hoist_step(s, &ra, "hoisted batch a after b's");
+    if (st.code != TBE_OK)
+      printf("FAIL  hoist: %s\n", st.message);
+  }
+  printf("%s  bwd.hoist=on (bwd.long=%s) on batches a, b, b, a of one shape, and both refusals: "
+         "%s\n", fail ? "FAIL" : "pass", long_mode == GPU_LONG_FUSED ? "fused" : "accum", a);
   gpu_session_close(s);
   ref_case_free(&ra);
   ref_case_free(&rb);
@@ -190,7 +292,10 @@ int main(void)
   for (int steal = 0; steal < 2; steal++) {
     fail |= repeat_test(many, 50, steal);
     fail |= repeat_test(hot, 50, steal);
-    fail |= graph_test(graph[0], graph[1], steal);
+    fail |= graph_test(graph[0], graph[1], steal, 0);
   }
+  fail |= graph_test(graph[0], graph[1], 0, 1);
+  fail |= hoist_test(graph[0], graph[1], GPU_LONG_ACCUM);
+  fail |= hoist_test(graph[0], graph[1], GPU_LONG_FUSED);
   return fail;
 }

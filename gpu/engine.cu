@@ -2,8 +2,15 @@
  * between guard regions, runs the bounds check, the forward and the backward on one stream,
  * times them, captures them in a CUDA graph, and copies everything back; gpu_run then runs the
  * forward again over another poison and counts what differs (an unwritten element, or a
- * nondeterministic one). It holds the small-table path's policy (the GPU's choice alone).
+ * nondeterministic one). It holds the small-table path's policy (the GPU's choice alone) and,
+ * with bwd.hoist=on, the record of which batch the backward's hoisted metadata belongs to.
  * Not a kernel file: the kernels are in bounds.cu, forward*.cu, transpose.cu and backward*.cu.
+ *
+ * Generations (bwd.hoist): s->gen names the inputs the device holds and is bumped by every
+ * upload and every forward (a forward restores and repairs the indices again); a forward that
+ * enqueues the backward's metadata stamps it with its own generation (meta_gen). The metadata is
+ * the current inputs' exactly when meta_gen == gen: a later upload or a forward without the
+ * hoist moves gen past it, and nothing else writes the indices, offsets or the metadata.
  */
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +86,10 @@ struct gpu_session {
   const fwd_plan *last; /* the last forward's plan */
   gpu_bwd *bwd;         /* the backward, once opened */
   cudaGraphExec_t graph;
+  bool graph_hoisted;   /* the graph's forward holds the backward's metadata */
+  uint64_t gen;         /* the inputs' generation (the file's header) */
+  uint64_t fwd_gen;     /* gen of the last forward (0: none yet) */
+  uint64_t meta_gen;    /* gen of the forward that made the hoisted metadata (0: none yet) */
 };
 
 static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
@@ -211,11 +222,19 @@ extern "C" tbe_status gpu_session_open(const tbe_batch *b, const tbe_layout *l,
   return tbe_ok();
 }
 
+/* The bounds state the backward watches after a check in `mode`: FATAL's offender, else none. */
+static const dev_bounds *fatal_of(const gpu_session *s, tbe_bounds_mode mode)
+{
+  return mode == TBE_BOUNDS_FATAL ? s->state : nullptr;
+}
+
 /* Enqueues the untimed restore of the pristine inputs, then (between the timing events) the
- * bounds check and, unless bounds_only, the forward of plan p. */
+ * bounds check, unless bounds_only the forward of plan p and, when the open backward hoists
+ * (bwd.hoist=on), its metadata, stamped with this forward's generation. */
 static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fwd_plan &p,
                                   int bounds_only)
 {
+  s->fwd_gen = ++s->gen;
   const tbe_batch *h = s->h;
   const dev_batch &b = s->b;
   const size_t isz = tbe_itype_size(h->itype);
@@ -242,6 +261,15 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
     STATUS_TRY(gpu_forward_small(b, p.small_features.data(), (int)p.small_features.size(), fused, mode,
                           s->state, stream));
   }
+  /* after every kernel above: the fused check repairs the indices inside the gather, and the
+   * metadata must be made from the repaired ones, as the backward's own would be */
+  if (s->bwd && gpu_bwd_hoist(s->bwd)) {
+#if defined(TBE_FAULT_HOIST_STALE) /* planted: metadata once made is kept for every later batch */
+    if (s->meta_gen == 0)
+#endif
+      STATUS_TRY(gpu_bwd_hoisted_metadata(s->bwd, fatal_of(s, mode), stream));
+    s->meta_gen = s->gen;
+  }
   GPU_TRY(cudaEventRecord(s->ev[1], stream));
   if (mode == TBE_BOUNDS_FATAL) /* untimed: the offender named from the device's state */
     STATUS_TRY(gpu_bounds_offender(b, s->state, s->offender, stream));
@@ -263,10 +291,30 @@ extern "C" tbe_status gpu_session_forward(gpu_session *s, tbe_bounds_mode mode,
   return tbe_ok();
 }
 
-/* The bounds state the backward watches: FATAL's offender, else none. */
-static const dev_bounds *fatal_state(const gpu_session *s)
+/* The bounds state the backward watches: the last forward's FATAL offender, else none. */
+static const dev_bounds *fatal_state(const gpu_session *s) { return fatal_of(s, s->mode); }
+
+/* Enqueues the open backward after the last forward (timed: with its phase events; noise:
+ * beside the noise kernel, when configured): with bwd.hoist=on on the metadata that forward
+ * made, only if it belongs to the current inputs (the generations of the file's header), else
+ * TBE_EINVAL naming why and nothing launched. */
+static tbe_status enqueue_backward(gpu_session *s, int timed, int noise)
 {
-  return s->mode == TBE_BOUNDS_FATAL ? s->state : nullptr;
+  const int hoisted = gpu_bwd_hoist(s->bwd);
+#if !defined(TBE_FAULT_HOIST_STALE) /* planted: the generation check is skipped */
+  if (hoisted && s->meta_gen != s->gen)
+    return tbe_error(TBE_EINVAL, "hoist", -1,
+                     s->fwd_gen != s->gen
+                         ? "bwd.hoist: refused: gpu_session_upload replaced the inputs after the "
+                           "last forward, so its hoisted metadata belongs to another batch (run "
+                           "the forward again)"
+                         : "bwd.hoist: refused: the last forward ran without the hoist (no "
+                           "backward with hoist was open or configured then), so there is no "
+                           "metadata of these inputs");
+#endif
+  if (noise)
+    STATUS_TRY(gpu_bwd_noise(s->bwd)); /* on its own stream, beside what follows */
+  return gpu_bwd_enqueue(s->bwd, fatal_state(s), timed, hoisted, s->stream);
 }
 
 extern "C" tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
@@ -290,8 +338,7 @@ extern "C" tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st)
   if (!s->bwd || !s->last)
     return tbe_error(TBE_EINVAL, "gpu", -1, "backward before gpu_session_backward_open or the "
                                             "forward");
-  STATUS_TRY(gpu_bwd_noise(s->bwd)); /* on its own stream, beside what follows */
-  STATUS_TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 1, s->stream));
+  STATUS_TRY(enqueue_backward(s, 1, 1));
   gpu_bwd_stats local;
   return gpu_bwd_stats_get(s->bwd, st ? st : &local);
 }
@@ -312,13 +359,13 @@ extern "C" tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode,
   /* one plain call first: scratch buffers grow outside the capture */
   STATUS_TRY(enqueue_forward(s, mode, *p, 0));
   if (s->bwd)
-    STATUS_TRY(gpu_bwd_enqueue(s->bwd, fatal_state(s), 0, s->stream));
+    STATUS_TRY(enqueue_backward(s, 0, 0));
   GPU_TRY(cudaStreamSynchronize(s->stream));
   cudaGraph_t graph;
   GPU_TRY(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
   tbe_status st = enqueue_forward(s, mode, *p, 0);
   if (st.code == TBE_OK && s->bwd)
-    st = gpu_bwd_enqueue(s->bwd, fatal_state(s), 0, s->stream);
+    st = enqueue_backward(s, 0, 0); /* hoisting: the metadata the captured forward makes */
   cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
   if (st.code != TBE_OK)
     return st;
@@ -328,6 +375,7 @@ extern "C" tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode,
   e = cudaGraphInstantiate(&s->graph, graph, 0);
   cudaGraphDestroy(graph);
   GPU_TRY(e);
+  s->graph_hoisted = s->bwd && gpu_bwd_hoist(s->bwd);
   return tbe_ok();
 }
 
@@ -335,6 +383,7 @@ extern "C" tbe_status gpu_session_upload(gpu_session *s, const tbe_batch *h,
                                          const void *grad_output, const float *momentum)
 {
   const size_t isz = tbe_itype_size(h->itype);
+  s->gen++; /* first: even a failed copy leaves inputs that no metadata was made from */
   GPU_TRY(cudaMemcpy(s->pristine_indices, h->indices, isz * (size_t)h->N,
                      cudaMemcpyHostToDevice));
   GPU_TRY(cudaMemcpy(s->pristine_offsets, h->offsets, isz * (size_t)(s->l->total_B + 1),
@@ -354,6 +403,10 @@ extern "C" tbe_status gpu_session_replay(gpu_session *s)
 {
   if (!s->graph)
     return tbe_error(TBE_EINVAL, "gpu", -1, "replay before gpu_session_capture");
+  /* the graph's forward: a forward of the current inputs, with its metadata when it holds it */
+  s->fwd_gen = ++s->gen;
+  if (s->graph_hoisted)
+    s->meta_gen = s->gen;
   GPU_TRY(cudaGraphLaunch(s->graph, s->stream));
   GPU_TRY(cudaStreamSynchronize(s->stream));
   return tbe_ok();

@@ -131,10 +131,21 @@ tbe_status gpu_bwd_restore(gpu_bwd *g, cudaStream_t stream);
 /* New host inputs of the same shape in place of the pristine ones. */
 tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
                           const void *grad_output, const float *momentum);
-/* Enqueues the backward, after an untimed fill of the deterministic partial slots with NaN;
- * fatal_state (FATAL mode, else NULL) stops it when an offender was found; timed records the
- * phase events. Each call counts one launch (dev_bwd.launch, bwd.delay's hash). */
-tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
+/* Whether the backward takes its metadata from the forward (bwd.hoist=on, the current
+ * configuration's). */
+int gpu_bwd_hoist(const gpu_bwd *g);
+/* Enqueues the backward's metadata (counts, transpose, classification) on the forward's stream,
+ * between two events of its own (gpu_bwd_stats.hoist_ms). The caller puts it after the
+ * forward's kernels (the fused bounds check repairs indices inside them) and keeps the record
+ * of which batch it belongs to (engine.cu); fatal_state as for gpu_bwd_enqueue. */
+tbe_status gpu_bwd_hoisted_metadata(gpu_bwd *g, const dev_bounds *fatal_state,
+                                    cudaStream_t stream);
+/* Enqueues the backward, after an untimed fill of the deterministic partial slots with NaN and
+ * a reset of the steal counters; fatal_state (FATAL mode, else NULL) stops it when an offender
+ * was found; timed records the phase events; hoisted: the metadata is the one
+ * gpu_bwd_hoisted_metadata enqueued for these inputs, so it is not made again (the caller
+ * vouches for it). Each call counts one launch (dev_bwd.launch, bwd.delay's hash). */
+tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed, int hoisted,
                            cudaStream_t stream);
 /* The last enqueue's times and counts (waits for it). */
 tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st);

@@ -63,6 +63,10 @@ void gpu_session_close(gpu_session *s);
 typedef struct {
   double ms;         /* the whole backward + optimizer */
   double sort_ms, classify_ms, psw_ms, short_ms, long_ms; /* its parts */
+  int hoisted;       /* 1: its metadata ran in the forward (bwd.hoist=on): sort_ms and
+                      * classify_ms are 0 and not in ms; hoist_ms is their time inside the
+                      * forward's (gpu_session_forward's *ms holds it) */
+  double hoist_ms;
   int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
 } gpu_bwd_stats;
 
@@ -88,13 +92,21 @@ tbe_status gpu_session_backward_open(gpu_session *s, const ref_bwd_config *cfg,
 tbe_status gpu_session_backward_config(gpu_session *s, const gpu_bwd_config *g);
 /* Runs the backward + optimizer on the last forward's bounds-checked inputs, without a host
  * sync until its end; *st (may be NULL) gets its times and run counts. A FATAL offender of the
- * last forward makes it a no-op. */
+ * last forward makes it a no-op.
+ * bwd.hoist=on (gpu_bwd_config.hoist): every gpu_session_forward with such a backward open runs
+ * the backward's metadata (keys, sort, run-length encode, scan, classification) right after its
+ * own kernels, timed as part of the forward, and records the batch it belongs to: the session's
+ * generation, a count that every gpu_session_upload and every forward bumps. The backward then
+ * takes that metadata instead of making its own, and only when it belongs to the current
+ * inputs: when the last forward ran without the hoist, or gpu_session_upload replaced the
+ * inputs since, it refuses (TBE_EINVAL, field "hoist", naming which) and enqueues nothing. */
 tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
 /* Copies the last backward's results back. */
 tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);
 
 /* Bounds check + forward (+ backward, when opened; never its noise kernel) captured once in a
- * CUDA graph, then replayed:
+ * CUDA graph, then replayed (with bwd.hoist=on at capture, the graph's forward holds the
+ * backward's metadata and its backward takes it, so every replay makes both from its inputs):
  * gpu_session_upload puts new inputs of the same shape (indices, offsets, weights,
  * per-sample weights, grad_output, momentum) in place of the pristine ones, and
  * gpu_session_replay runs the graph; results come from gpu_session_results and

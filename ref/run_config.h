@@ -35,11 +35,12 @@ typedef struct {
 } gpu_fwd_config;
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,
- * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk); the numerics-changing knobs (threshold,
- * chunk, combine) are ref_bwd_config's. Zero values mean the defaults. No bit of a deterministic
- * result depends on these: grid, order, noise, delay and steal only change the schedule (which
- * group runs which run or chunk program, and when), which is what `tbecheck race` varies; bulk
- * changes how the atomic combine adds, whose order was never fixed. */
+ * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk, bwd.hoist); the numerics-changing knobs
+ * (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the defaults. No bit of a
+ * deterministic result depends on these: grid, order, noise, delay and steal only change the
+ * schedule (which group runs which run or chunk program, and when), which is what `tbecheck race`
+ * varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
+ * combine adds, whose order was never fixed. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
 #define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
@@ -77,6 +78,12 @@ typedef struct {
                               (cp.reduce.async.bulk .add.f64) from shared memory in place of
                               one atomicAdd per element: the same fp64 additions, each atomic,
                               in some order (ref/SEMANTICS.md's atomic bound holds either way) */
+  int hoist;               /* 1 (bwd.hoist=on): the backward's metadata (keys, sort, run-length
+                              encode, scan, classification) runs at the end of every forward of
+                              the session, on its stream, and the backward takes it from there,
+                              refusing metadata of another batch (gpu_session_backward); 0
+                              (default): the backward makes its own. Not a schedule knob: the
+                              same kernels on the same inputs, only enqueued earlier */
 } gpu_bwd_config;
 
 #ifdef __cplusplus

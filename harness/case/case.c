@@ -33,8 +33,7 @@ typedef enum {
   K_FWD_WIDTH, K_FWD_SMALL, K_FWD_GATHER, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA,
   K_CLIP, K_SR, K_STEP, K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET,
   K_BWD_DIRECT, K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_BWD_STEAL,
-  K_BWD_BULK,
-  K_SEED, K_COUNT
+  K_BWD_BULK, K_BWD_HOIST, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -45,7 +44,7 @@ static const char *const key_names[K_COUNT] = {
   "step",
   "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.direct",
   "bwd.width", "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "bwd.steal", "bwd.bulk",
-  "seed"};
+  "bwd.hoist", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -65,8 +64,7 @@ static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
 static const char *const long_words[] = {"accum", "fused"};
 static const char *const order_words[] = {"asc", "desc", "shuffle"};
-static const char *const steal_words[] = {"off", "on"};
-static const char *const bulk_words[] = {"off", "on"};
+static const char *const off_on_words[] = {"off", "on"}; /* bwd.steal, bwd.bulk, bwd.hoist */
 
 static void spec_fixed(case_spec *s, int64_t v)
 {
@@ -690,14 +688,19 @@ static tbe_status parse_value(parse_state *ps, slice v)
     c->knobs.gpu_bwd.order = (gpu_chunk_order)w;
     return tbe_ok();
   case K_BWD_STEAL:
-    if ((w = parse_word(v, steal_words, 2)) < 0)
-      return fail_word(ps, v, steal_words, 2);
+    if ((w = parse_word(v, off_on_words, 2)) < 0)
+      return fail_word(ps, v, off_on_words, 2);
     c->knobs.gpu_bwd.steal = w;
     return tbe_ok();
   case K_BWD_BULK:
-    if ((w = parse_word(v, bulk_words, 2)) < 0)
-      return fail_word(ps, v, bulk_words, 2);
+    if ((w = parse_word(v, off_on_words, 2)) < 0)
+      return fail_word(ps, v, off_on_words, 2);
     c->knobs.gpu_bwd.bulk = w;
+    return tbe_ok();
+  case K_BWD_HOIST:
+    if ((w = parse_word(v, off_on_words, 2)) < 0)
+      return fail_word(ps, v, off_on_words, 2);
+    c->knobs.gpu_bwd.hoist = w;
     return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
@@ -835,7 +838,7 @@ static tbe_status check_knobs(parse_state *ps)
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
                                          K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT, K_BWD_WIDTH,
                                          K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY,
-                                         K_BWD_STEAL, K_BWD_BULK};
+                                         K_BWD_STEAL, K_BWD_BULK, K_BWD_HOIST};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -952,7 +955,8 @@ tbe_status case_parse(const char *text, tbe_case **out)
                    "dist hot wdtype out idx pool weighted psw invalid invalid_kind corrupt "
                    "bounds fwd.bags fwd.width fwd.small fwd.gather fused_bounds opt lr eps wd "
                    "lambda clip sr step bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket "
-                   "bwd.direct bwd.width bwd.grid bwd.order bwd.noise bwd.delay bwd.steal bwd.bulk seed",
+                   "bwd.direct bwd.width bwd.grid bwd.order bwd.noise bwd.delay bwd.steal "
+                   "bwd.bulk bwd.hoist seed",
                    slen(key), key.s, slen(whole), whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1087,9 +1091,11 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   sb_int(s, K_BWD_NOISE, g->noise, 0);
   sb_int(s, K_BWD_DELAY, g->delay, 0);
   if (g->steal)
-    sb_word(s, K_BWD_STEAL, steal_words[1]);
+    sb_word(s, K_BWD_STEAL, off_on_words[1]);
   if (g->bulk)
-    sb_word(s, K_BWD_BULK, bulk_words[1]);
+    sb_word(s, K_BWD_BULK, off_on_words[1]);
+  if (g->hoist)
+    sb_word(s, K_BWD_HOIST, off_on_words[1]);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1227,7 +1233,7 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
          p->no_bucket == q->no_bucket && p->no_direct == q->no_direct &&
          p->short_width == q->short_width && p->long_width == q->long_width && p->grid == q->grid && p->order == q->order &&
          p->noise == q->noise && p->delay == q->delay && p->steal == q->steal &&
-         p->bulk == q->bulk &&
+         p->bulk == q->bulk && p->hoist == q->hoist &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&

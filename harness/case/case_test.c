@@ -158,6 +158,12 @@ static void test_canonical(void)
   check_canonical("bwd.bulk=on bwd.steal=on bwd.combine=atomic opt=sgd",
                   "opt=sgd bwd.combine=atomic bwd.steal=on bwd.bulk=on seed=1");
   check_canonical("opt=sgd bwd.bulk=off", "opt=sgd seed=1");
+  /* bwd.hoist: on printed after bwd.steal, off (the default) left out */
+  check_canonical("bwd.hoist=on bwd.steal=on opt=sgd",
+                  "opt=sgd bwd.steal=on bwd.hoist=on seed=1");
+  check_canonical("opt=sgd bwd.hoist=off", "opt=sgd seed=1");
+  check_canonical("bwd.hoist=on bwd.bulk=on bwd.combine=atomic opt=sgd",
+                  "opt=sgd bwd.combine=atomic bwd.bulk=on bwd.hoist=on seed=1");
   tbe_case *c = NULL;
   case_parse("opt=sgd bwd.grid=7 bwd.order=desc bwd.noise=1 bwd.delay=500", &c);
   const tbe_knobs *k = c ? case_knobs(c) : NULL;
@@ -173,10 +179,17 @@ static void test_canonical(void)
   CHECK(c && d && !case_equal(c, d), "bwd.steal=on and off are different cases");
   case_free(d);
   case_free(c);
+  case_parse("opt=rowwise_adagrad bwd.hoist=on", &c);
+  k = c ? case_knobs(c) : NULL;
+  CHECK(k && k->gpu_bwd.hoist == 1 && k->gpu_bwd.steal == 0, "bwd.hoist=on");
+  case_parse("opt=rowwise_adagrad", &d);
+  CHECK(c && d && !case_equal(c, d), "bwd.hoist=on and off are different cases");
+  case_free(d);
+  case_free(c);
   case_parse("opt=sgd", &c);
   k = c ? case_knobs(c) : NULL;
   CHECK(k && k->gpu_bwd.grid == 0 && k->gpu_bwd.order == 0 && k->gpu_bwd.noise == 0 &&
-            k->gpu_bwd.delay == 0 && k->gpu_bwd.steal == 0,
+            k->gpu_bwd.delay == 0 && k->gpu_bwd.steal == 0 && k->gpu_bwd.hoist == 0,
         "schedule knobs' defaults (today's schedule)");
   case_free(c);
 }
@@ -259,6 +272,9 @@ static void test_errors(void)
     {"opt=sgd bwd.steal=yes", "bwd.steal"}, {"opt=sgd bwd.steal=", "bwd.steal"},
     {"bwd.steal=on", "bwd.steal"}, {"opt=sgd bwd.combine=atomic bwd.bulk=1", "bwd.bulk"},
     {"opt=sgd bwd.bulk=on", "bwd.bulk"}, {"bwd.bulk=on", "bwd.bulk"},
+    {"opt=sgd bwd.hoist=1", "bwd.hoist"},
+    {"opt=sgd bwd.hoist=yes", "bwd.hoist"}, {"opt=sgd bwd.hoist=", "bwd.hoist"},
+    {"bwd.hoist=on", "bwd.hoist"},
     /* hot rows that need more lookups than their table's features can ever make */
     {"B=1 L=4 hot=0:0:100", "hot"}, {"B=4 L=4 hot=0:1:1000000000", "hot"},
     {"T=2 B=5 E=1,9 map=1,1 hot=0:0:1", "hot"}, {"B=1 L=0..4 hot=0:0:2,0:1:3", "hot"},

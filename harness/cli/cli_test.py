@@ -135,6 +135,10 @@ def test_bad_input():
                         (["run", "B=4 psw=0.5"], "(key 'psw'): psw fixes every per-sample "
                                                  "weight, so it needs weighted=1"),
                         (["replay", "weighted=1 psw=nan"], "(key 'psw'): psw=nan: expected"),
+                        (["run", "opt=sgd bwd.hoist=yes"],
+                         "(key 'bwd.hoist'): bwd.hoist=yes: expected off|on"),
+                        (["run", "bwd.hoist=on"], "(key 'bwd.hoist'): bwd.hoist configures the "
+                                                  "backward"),
                         (["export", "B=-1", "out"], "B"),
                         (["import", "no-such-dir"], "not a directory")):
         _, err = expect(2, *args)

@@ -1,6 +1,6 @@
-/* fuzz_draw_test.c: the fuzz campaign's draws of the GPU backward's schedule: bwd.steal comes
- * with the other schedule knobs only, both ways, and never makes a draw fail to parse. Not the
- * campaign itself (fuzz_campaign_test.py runs it).
+/* fuzz_draw_test.c: the fuzz campaign's draws of the GPU backward's schedule: bwd.steal and
+ * bwd.hoist come with the other schedule knobs only, each both ways, and never make a draw fail
+ * to parse. Not the campaign itself (fuzz_campaign_test.py runs it).
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,32 +16,43 @@ static int parses(const char *text)
   return ok;
 }
 
+/* The draws of " KEY=on" (" bwd.steal=on"): 1 for a draw that holds it, after a failure line
+ * where it comes outside a schedule or changes whether the draw parses. */
+static int drawn(const char *text, const char *key, int seed, int i, int *failures)
+{
+  char plain[4096];
+  const char *at = strstr(text, key);
+  if (!at)
+    return 0;
+  snprintf(plain, sizeof plain, "%.*s%s", (int)(at - text), text, at + strlen(key));
+  if (!strstr(text, "bwd.grid=") || !strstr(text, "bwd.long=") || parses(text) != parses(plain)) {
+    printf("FAIL: seed %d draw %d:%s outside a schedule, or it changes whether the draw "
+           "parses: %s\n", seed, i, key, text);
+    (*failures)++;
+  }
+  return 1;
+}
+
 int main(void)
 {
-  int failures = 0, scheduled = 0, stolen = 0;
+  static const char *const keys[] = {" bwd.steal=on", " bwd.hoist=on"};
+  int failures = 0, scheduled = 0, got[2] = {0, 0};
   for (uint64_t seed = 1; seed <= 3; seed++)
     for (uint64_t i = 0; i < 2000; i++) {
-      char text[4096], plain[4096];
+      char text[4096];
       fuzz_draw(seed, i, 4, text, sizeof text);
-      const char *steal = strstr(text, " bwd.steal=on");
-      const int grid = strstr(text, "bwd.grid=") != NULL;
-      scheduled += grid;
-      stolen += steal != NULL;
-      if (!steal)
-        continue;
-      snprintf(plain, sizeof plain, "%.*s%s", (int)(steal - text), text,
-               steal + strlen(" bwd.steal=on"));
-      if (!grid || !strstr(text, "bwd.long=") || parses(text) != parses(plain)) {
-        printf("FAIL: seed %d draw %d: bwd.steal outside a schedule, or it changes whether "
-               "the draw parses: %s\n", (int)seed, (int)i, text);
-        failures++;
-      }
+      scheduled += strstr(text, "bwd.grid=") != NULL;
+      for (int k = 0; k < 2; k++)
+        got[k] += drawn(text, keys[k], (int)seed, (int)i, &failures);
     }
-  if (stolen == 0 || stolen == scheduled) {
-    printf("FAIL: %d of %d scheduled draws steal: bwd.steal is not drawn both ways\n", stolen,
-           scheduled);
-    failures++;
+  for (int k = 0; k < 2; k++) {
+    if (got[k] == 0 || got[k] == scheduled) {
+      printf("FAIL: %d of %d scheduled draws hold%s: it is not drawn both ways\n", got[k],
+             scheduled, keys[k]);
+      failures++;
+    }
+    printf("%s: %d of %d scheduled draws hold%s\n", failures ? "FAIL" : "pass", got[k],
+           scheduled, keys[k]);
   }
-  printf("%s: %d of %d scheduled draws steal\n", failures ? "FAIL" : "pass", stolen, scheduled);
   return failures != 0;
 }

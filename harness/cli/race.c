@@ -356,7 +356,8 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
 {
   gpu_session *s = NULL;
   const gen_bwd *bwd = &r->bwd;
-  gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the schedule */
+  gpu_bwd_config gc = *bwd->gpu; /* the case's tiers, widths and hoist; race_variant draws the
+                                  * schedule */
   gc.grid = gc.noise = gc.delay = gc.steal = 0;
   gc.order = GPU_ORDER_ASC;
   const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
