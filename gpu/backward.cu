@@ -276,7 +276,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.noise != 0 && c.noise != 1                                ? "noise"
                     : c.delay < 0 || c.delay > GPU_MAX_DELAY                      ? "delay"
                     : c.steal != 0 && c.steal != 1                                ? "steal"
-                    : c.bulk != 0 && c.bulk != 1                                  ? "bulk"
+                    : c.bulk < GPU_BULK_AUTO || c.bulk > GPU_BULK_OFF             ? "bulk"
                     : c.hoist != 0 && c.hoist != 1                                ? "hoist"
                                                                                   : nullptr;
   if (bad)
@@ -289,7 +289,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   if (!setup && c.no_direct != g->no_direct)
     return tbe_error(TBE_EINVAL, "no_direct", -1, "no_direct sized the backward's buffers when it "
                      "was opened; it cannot change afterwards");
-  if (c.bulk && !w.atomic)
+  if (c.bulk == GPU_BULK_ON && !w.atomic)
     return tbe_error(TBE_EINVAL, "bulk", -1, "gpu_bwd_config.bulk is a way of adding the atomic "
                      "combine's partials; this backward was opened with the deterministic combine");
   g->no_bucket = c.no_bucket;
@@ -301,7 +301,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   w.order = c.order;
   w.delay = (uint32_t)c.delay;
   w.steal = c.steal;
-  w.bulk = c.bulk;
+  w.bulk = c.bulk == GPU_BULK_ON || (c.bulk == GPU_BULK_AUTO && w.atomic);
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;
   g->hoist = c.hoist;

@@ -43,6 +43,7 @@ typedef struct {
  * combine adds, whose order was never fixed. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
+typedef enum { GPU_BULK_AUTO = 0, GPU_BULK_ON = 1, GPU_BULK_OFF = 2 } gpu_bulk_mode;
 #define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
 #define GPU_MAX_DELAY 100000 /* the longest bwd.delay, ns */
 typedef struct {
@@ -73,11 +74,14 @@ typedef struct {
                               whose groups take the next batch of runs or chunk programs from a
                               device counter, in place of the grid-stride loops; 0 (default,
                               pending its measurement on the H200): the grid-stride loops */
-  int bulk;                /* 1 (bwd.bulk=on; atomic combine only): a chunk program adds its
+  gpu_bulk_mode bulk;      /* ON (bwd.bulk=on; atomic combine only): a chunk program adds its
                               partial to its run's fp64 row with one bulk reduce
                               (cp.reduce.async.bulk .add.f64) from shared memory in place of
                               one atomicAdd per element: the same fp64 additions, each atomic,
-                              in some order (ref/SEMANTICS.md's atomic bound holds either way) */
+                              in some order (ref/SEMANTICS.md's atomic bound holds either way);
+                              OFF: an atomicAdd per element; AUTO (default): ON with the atomic
+                              combine (it was never slower on the H200: bench/RESULTS.md), OFF
+                              with the deterministic one */
   int hoist;               /* 1 (bwd.hoist=on): the backward's metadata (keys, sort, run-length
                               encode, scan, classification) runs at the end of every forward of
                               the session, on its stream, and the backward takes it from there,

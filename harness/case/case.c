@@ -57,14 +57,14 @@ static const char *const pool_words[] = {"sum", "mean", "none"};
 static const char *const bounds_words[] = {"fatal", "warning", "ignore", "none"};
 static const char *const invalid_words[] = {"past", "negative", "pruned", "mix"};
 static const char *const corrupt_words[] = {"negative", "decreasing", "past_end", "wrong_last"};
-static const char *const small_words[] = {"auto", "on", "off"};
+static const char *const auto_on_off_words[] = {"auto", "on", "off"}; /* fwd.small, bwd.bulk */
 static const char *const gather_words[] = {"auto", "direct", "window", "lean"};
 static const char *const opt_words[] = {"none", "sgd", "rowwise_adagrad"};
 static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
 static const char *const long_words[] = {"accum", "fused"};
 static const char *const order_words[] = {"asc", "desc", "shuffle"};
-static const char *const off_on_words[] = {"off", "on"}; /* bwd.steal, bwd.bulk, bwd.hoist */
+static const char *const off_on_words[] = {"off", "on"}; /* bwd.steal, bwd.hoist */
 
 static void spec_fixed(case_spec *s, int64_t v)
 {
@@ -625,8 +625,8 @@ static tbe_status parse_value(parse_state *ps, slice v)
     return tbe_ok();
   }
   case K_FWD_SMALL:
-    if ((w = parse_word(v, small_words, 3)) < 0)
-      return fail_word(ps, v, small_words, 3);
+    if ((w = parse_word(v, auto_on_off_words, 3)) < 0)
+      return fail_word(ps, v, auto_on_off_words, 3);
     c->knobs.fwd.small = (gpu_small_mode)w;
     return tbe_ok();
   case K_FWD_GATHER:
@@ -693,9 +693,9 @@ static tbe_status parse_value(parse_state *ps, slice v)
     c->knobs.gpu_bwd.steal = w;
     return tbe_ok();
   case K_BWD_BULK:
-    if ((w = parse_word(v, off_on_words, 2)) < 0)
-      return fail_word(ps, v, off_on_words, 2);
-    c->knobs.gpu_bwd.bulk = w;
+    if ((w = parse_word(v, auto_on_off_words, 3)) < 0)
+      return fail_word(ps, v, auto_on_off_words, 3);
+    c->knobs.gpu_bwd.bulk = (gpu_bulk_mode)w;
     return tbe_ok();
   case K_BWD_HOIST:
     if ((w = parse_word(v, off_on_words, 2)) < 0)
@@ -850,7 +850,7 @@ static tbe_status check_knobs(parse_state *ps)
       return FAIL(ps, k, "%s is a setting of opt=rowwise_adagrad; opt=sgd is w = fma(-lr, g, w) "
                   "(ref/SEMANTICS.md 5)", key_names[k]);
   }
-  if (c->knobs.gpu_bwd.bulk && c->knobs.bwd.combine != REF_COMBINE_ATOMIC)
+  if (c->knobs.gpu_bwd.bulk == GPU_BULK_ON && c->knobs.bwd.combine != REF_COMBINE_ATOMIC)
     return FAIL(ps, K_BWD_BULK, "bwd.bulk=on adds the atomic combine's partials by bulk reduce; "
                 "it needs bwd.combine=atomic");
   if (ps->seen[K_LAMBDA] && o->wd == REF_WD_NONE)
@@ -1057,7 +1057,7 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   sb_int(s, K_FWD_BAGS, k->fwd.bags, 0);
   sb_int(s, K_FWD_WIDTH, k->fwd.width, 0);
   if (k->fwd.small != GPU_SMALL_AUTO)
-    sb_word(s, K_FWD_SMALL, small_words[k->fwd.small]);
+    sb_word(s, K_FWD_SMALL, auto_on_off_words[k->fwd.small]);
   if (k->fwd.gather != GPU_GATHER_AUTO)
     sb_word(s, K_FWD_GATHER, gather_words[k->fwd.gather]);
   sb_int(s, K_FUSED_BOUNDS, k->fwd.fused_bounds, 0);
@@ -1092,8 +1092,8 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
   sb_int(s, K_BWD_DELAY, g->delay, 0);
   if (g->steal)
     sb_word(s, K_BWD_STEAL, off_on_words[1]);
-  if (g->bulk)
-    sb_word(s, K_BWD_BULK, off_on_words[1]);
+  if (g->bulk != GPU_BULK_AUTO)
+    sb_word(s, K_BWD_BULK, auto_on_off_words[g->bulk]);
   if (g->hoist)
     sb_word(s, K_BWD_HOIST, off_on_words[1]);
 }

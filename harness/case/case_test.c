@@ -154,10 +154,14 @@ static void test_canonical(void)
   check_canonical("bwd.steal=on bwd.delay=500 bwd.grid=2 opt=sgd",
                   "opt=sgd bwd.grid=2 bwd.delay=500 bwd.steal=on seed=1");
   check_canonical("opt=sgd bwd.steal=off", "opt=sgd seed=1");
-  /* bwd.bulk: on printed after bwd.steal, off (the default) left out */
+  /* bwd.bulk: on and off printed after bwd.steal, auto (the default) left out; off is allowed
+   * with either combine (auto resolves to it with the deterministic one) */
   check_canonical("bwd.bulk=on bwd.steal=on bwd.combine=atomic opt=sgd",
                   "opt=sgd bwd.combine=atomic bwd.steal=on bwd.bulk=on seed=1");
-  check_canonical("opt=sgd bwd.bulk=off", "opt=sgd seed=1");
+  check_canonical("opt=sgd bwd.bulk=auto", "opt=sgd seed=1");
+  check_canonical("opt=sgd bwd.bulk=off", "opt=sgd bwd.bulk=off seed=1");
+  check_canonical("opt=sgd bwd.combine=atomic bwd.bulk=off",
+                  "opt=sgd bwd.combine=atomic bwd.bulk=off seed=1");
   /* bwd.hoist: on printed after bwd.steal, off (the default) left out */
   check_canonical("bwd.hoist=on bwd.steal=on opt=sgd",
                   "opt=sgd bwd.steal=on bwd.hoist=on seed=1");

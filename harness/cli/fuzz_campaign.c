@@ -184,10 +184,10 @@ static void edge(draw *d)
 /* A backward case with the GPU's long-run variants (bwd.long) may also get the GPU's schedule:
  * a chunk-kernel grid, a chunk order, a delay before each partial and work stealing (bwd.grid,
  * bwd.order, bwd.delay, bwd.steal), the metadata hoisted into the forward (bwd.hoist; no bit may
- * depend on any of them: tbe_gpu.h) and, in atomic mode, the bulk reduce (bwd.bulk: held by the
- * atomic bound), drawn from a stream of their own, so that the rest of every draw is what it was
- * before they were drawn (steal, then bulk, then hoist, last, so the others are what they were
- * before each was added). */
+ * depend on any of them: tbe_gpu.h) and, in atomic mode, an atomicAdd per element in place of
+ * the default bulk reduce (bwd.bulk=off; both held by the atomic bound), drawn from a stream of
+ * their own, so that the rest of every draw is what it was before they were drawn (steal, then
+ * bulk, then hoist, last, so the others are what they were before each was added). */
 static void schedule(draw *d, uint64_t seed, uint64_t index)
 {
   static const char *const orders[] = {"asc", "desc", "shuffle"};
@@ -206,7 +206,7 @@ static void schedule(draw *d, uint64_t seed, uint64_t index)
     set(d, "bwd.steal", "on");
   for (int j = 0; j < d->ntok; j++)
     if (strcmp(d->tok[j], "bwd.combine=atomic") == 0 && rnd(&s, 2))
-      set(d, "bwd.bulk", "on");
+      set(d, "bwd.bulk", "off");
   if (rnd(&s, 2))
     set(d, "bwd.hoist", "on");
 }
