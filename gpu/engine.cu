@@ -27,10 +27,14 @@ const size_t GUARD = 4096;          /* bytes before and after the output */
 const unsigned char POISON = 0xFF;  /* 0xFFFF.. is a NaN in fp32, fp16 and bf16 */
 const unsigned char POISON2 = 0x7B; /* the rerun's: 0x7B7B.. is finite in fp32, fp16 and bf16, so
                                      * an unwritten element differs from a NaN reference too */
-/* Mean bag length from which fwd.small=auto takes the path: the shortest at which it was
- * measured faster than the generic path (bench/RESULTS.md, the small-table comparison). The
- * GPU's choice alone: it reports it in gpu_fwd_result.small_mask, which the harness reads. */
-const double SMALL_AUTO_L = 256;
+/* The mean bag lengths for which fwd.small=auto takes the path: from the shortest at which it was
+ * measured faster than the generic path (bench/RESULTS.md, the small-table comparison) to the
+ * histogram's REF_SMALL_HIST positions. Past those the tail is added one position at a time in
+ * order (the model's order: ref/forward_small.h), a chain of dependent adds per element that a
+ * gather of L1-resident rows outruns. The GPU's choice alone: it reports it in
+ * gpu_fwd_result.small_mask, which the harness reads. */
+const double SMALL_AUTO_MIN_L = 64;
+const double SMALL_AUTO_MAX_L = REF_SMALL_HIST;
 
 } // namespace
 
@@ -99,8 +103,8 @@ static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
 }
 
 /* Which features take the small-table path: with fwd.small=on every eligible one
- * (ref_small_eligible), with auto those whose mean bag length on the offsets as given reaches
- * SMALL_AUTO_L, with off none. */
+ * (ref_small_eligible), with auto those whose mean bag length on the offsets as given lies in
+ * [SMALL_AUTO_MIN_L, SMALL_AUTO_MAX_L], with off none. */
 static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode m,
                          std::vector<unsigned char> &small)
 {
@@ -111,7 +115,8 @@ static void choose_small(const tbe_batch *h, const tbe_layout *l, gpu_small_mode
         b1 > b0 ? (double)(tbe_iget(h->offsets, h->itype, b1) - tbe_iget(h->offsets, h->itype, b0)) /
                       (double)(b1 - b0)
                 : 0.0;
-    small[t] = ref_small_eligible(h, t) && (m == GPU_SMALL_ON || mean_L >= SMALL_AUTO_L);
+    const bool auto_takes = mean_L >= SMALL_AUTO_MIN_L && mean_L <= SMALL_AUTO_MAX_L;
+    small[t] = ref_small_eligible(h, t) && (m == GPU_SMALL_ON || auto_takes);
   }
 }
 
