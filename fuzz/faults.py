@@ -119,9 +119,10 @@ FAULTS = {
                          "runs or chunk programs of every stealing launch are never done "
                          "(gpu/backward_impl.cuh)",
         tests=["gpu_backward", "cli_gpu"], expect=["gpu_backward", "cli_gpu", "cases"]),
-    # reached only with bwd.bulk=on and the fused countdown (atomic combine): gpu_backward.cases's
-    # bulk cases (cli_gpu) and faults.cases's; the campaign gives bulk to some atomic draws, few
-    # of them fused, so fuzz is not required
+    # reached only with the bulk reduce (bwd.bulk=auto or on, atomic combine) and the fused
+    # countdown: gpu_backward.cases's fused bulk cases (cli_gpu) and faults.cases's; the campaign
+    # gives bulk to half its scheduled atomic draws and all the others, few of them fused, so
+    # fuzz is not required
     "bulk_no_wait": dict(
         gpu=True, breaks="a fused chunk program counts its run down without waiting for its bulk "
                          "reduce, so the last one may apply a row some partials have not reached "
@@ -130,7 +131,7 @@ FAULTS = {
     # reached only by a session that uploads a second batch under bwd.hoist=on: gpu_backward's
     # hoist test (a second batch after the first's hoisted forward, and the refused backwards);
     # every case run is one batch (gpu_run), on which kept metadata is still its own, so the
-    # named cases and the campaign cannot see it and are not expected to (not measured yet)
+    # named cases and the campaign cannot see it and are not expected to
     "hoist_stale": dict(
         gpu=True, breaks="bwd.hoist: the metadata the first hoisted forward made is kept for "
                          "every later batch and the backward skips the generation check, so a "
