@@ -73,7 +73,7 @@ typedef struct {
                               tiers: a grid of the blocks the device keeps resident (or grid),
                               whose groups take the next batch of runs or chunk programs from a
                               device counter, in place of the grid-stride loops; 0 (default,
-                              pending its measurement on the H200): the grid-stride loops */
+                              measured faster on F4, PUB and MIX): the grid-stride loops */
   gpu_bulk_mode bulk;      /* ON (bwd.bulk=on; atomic combine only): a chunk program adds its
                               partial to its run's fp64 row with one bulk reduce
                               (cp.reduce.async.bulk .add.f64) from shared memory in place of

@@ -2,7 +2,8 @@
  * fuzzing of the GPU backward's fused fence + countdown path. Each case (drawn, or read from
  * FILE) runs through the reference once; then one GPU session launches its backward N times,
  * cycling through chunk-kernel grids, chunk orders, a noise kernel on a second stream, sleeps
- * before each chunk program's partial store and work stealing (race_variant), and every
+ * before each chunk program's partial store, work stealing and the backward's metadata made in
+ * the forward (race_variant), and every
  * launch's weights, momentum and psw_grad are held to the reference's bits. Not `tbecheck fuzz`
  * (fuzz_campaign.c: one launch per case, the whole edge space).
  *
@@ -38,7 +39,8 @@
 #define MAX_LAUNCHES 10000
 #define MAX_VIOLATIONS 10
 #define RACE_PATH "backward.race"
-#define RACE_VARIANT_TEXT 64 /* room for one launch's "grid=G order=O noise=N delay=NS steal=S" */
+/* room for one launch's "grid=G order=O noise=N delay=NS steal=S hoist=H" */
+#define RACE_VARIANT_TEXT 80
 
 static const char race_usage[] =
     "usage: tbecheck race [--seconds S] [--seed X] [--launches N] [--db PATH] [--cases FILE]\n"
@@ -50,14 +52,15 @@ static const char race_usage[] =
     "runs through the reference once; then one GPU session launches its backward N times\n"
     "(default 20), cycling through chunk-kernel grids (bwd.grid), chunk orders (bwd.order), a\n"
     "noise kernel beside it (bwd.noise), sleeps of each chunk program before it publishes its\n"
-    "partial (bwd.delay, up to 20 us) and work stealing off and on (bwd.steal), and every\n"
-    "launch must give the reference's bits.\n"
+    "partial (bwd.delay, up to 20 us), work stealing off and on (bwd.steal) and the\n"
+    "backward's metadata made by the forward or by itself (bwd.hoist), and every launch must\n"
+    "give the reference's bits.\n"
     "Stored per case: a results row per output (path backward.race; a mismatch is a failure,\n"
     "shown by `tbecheck list --failed`) and a races row (launches, distinct outcomes,\n"
     "mismatches), shown by `tbecheck report`. Cases of FILE need an optimizer and\n"
     "bwd.combine=deterministic (the atomic combine is held by its bound, not bit for bit);\n"
-    "their own bwd.grid, bwd.order, bwd.noise, bwd.delay and bwd.steal are replaced by the\n"
-    "cycle. Without a GPU it says so and exits 0 (a skip).\n"
+    "their own bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.steal and bwd.hoist are\n"
+    "replaced by the cycle. Without a GPU it says so and exits 0 (a skip).\n"
     "  --db PATH              results database (default ./tbecheck.db)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
     "  --campaign ID          the run's campaign id (runs.campaign)\n"
@@ -73,26 +76,28 @@ static const char race_usage[] =
 
 /* ---- the schedule ---- */
 
-/* 5 grids, 3 orders, 7 delays, and 4 settings of noise and steal (noise k mod 2, steal
- * (k / 2) mod 2): coprime counts, so launches k mod 420 take each combination once
- * (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group loop over many chunk
+/* 5 grids, 3 orders, 7 delays, and 8 settings of noise, steal and hoist (noise k mod 2, steal
+ * (k / 2) mod 2, hoist (k / 4) mod 2): coprime counts, so launches k mod 840 take each
+ * combination once (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group loop over many chunk
  * programs, so different groups finish a run's last chunk (with steal, the grid of every
  * stealing kernel, whose groups then take runs in the order they ask). The delays (ns) hold each
  * chunk program back between its sum and its partial's store, by a pseudo-random time below
  * them, for up to ~20 us: a countdown or combine that overtook a store would read a NaN slot
- * (backward.cu poisons the workspace per launch). */
+ * (backward.cu poisons the workspace per launch). Each launch runs its forward before its
+ * backward, so with the hoist on it is the forward that makes the metadata the backward takes. */
 static const int race_grids[] = {0, 1, 2, 7, 61};
 static const char *const race_orders[] = {"asc", "desc", "shuffle"};
 static const int race_delays[] = {0, 500, 1000, 2000, 5000, 10000, 20000};
-static const char *const race_steals[] = {"off", "on"};
+static const char *const race_off_on[] = {"off", "on"};
 
-void race_variant(int64_t k, int *grid, int *order, int *noise, int *delay, int *steal)
+race_schedule race_variant(int64_t k)
 {
-  *grid = race_grids[k % 5];
-  *order = (int)(k % 3);
-  *noise = (int)(k % 2);
-  *delay = race_delays[k % 7];
-  *steal = (int)(k / 2 % 2);
+  return (race_schedule){.grid = race_grids[k % 5],
+                         .order = (int)(k % 3),
+                         .noise = (int)(k % 2),
+                         .delay = race_delays[k % 7],
+                         .steal = (int)(k / 2 % 2),
+                         .hoist = (int)(k / 4 % 2)};
 }
 
 /* ---- the drawn cases ---- */
@@ -315,13 +320,12 @@ static int race_compare(const race_ref *r, race_output *o, eng_check *c, int64_t
   return differs;
 }
 
-/* "grid=G order=O noise=N delay=NS steal=S" of launch k. */
+/* "grid=G order=O noise=N delay=NS steal=S hoist=H" of launch k. */
 static void race_variant_text(int64_t k, char *buf, size_t n)
 {
-  int grid, order, noise, delay, steal;
-  race_variant(k, &grid, &order, &noise, &delay, &steal);
-  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d steal=%s", grid, race_orders[order], noise,
-           delay, race_steals[steal]);
+  const race_schedule v = race_variant(k);
+  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d steal=%s hoist=%s", v.grid,
+           race_orders[v.order], v.noise, v.delay, race_off_on[v.steal], race_off_on[v.hoist]);
 }
 
 /* The schedules of `done` launches: the first cycle, then a note that it repeats. malloc'd. */
@@ -356,9 +360,9 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
 {
   gpu_session *s = NULL;
   const gen_bwd *bwd = &r->bwd;
-  gpu_bwd_config gc = *bwd->gpu; /* the case's tiers, widths and hoist; race_variant draws the
+  gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the
                                   * schedule */
-  gc.grid = gc.noise = gc.delay = gc.steal = 0;
+  gc.grid = gc.noise = gc.delay = gc.steal = gc.hoist = 0;
   gc.order = GPU_ORDER_ASC;
   const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
   uint64_t *hash = malloc(sizeof *hash * (size_t)launches);
@@ -367,9 +371,13 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
   if (st.code == TBE_OK)
     st = gpu_session_backward_open(s, bwd->cfg, &gc, bwd->grad_output, bwd->momentum);
   for (int64_t k = 0; st.code == TBE_OK && k < launches; k++) {
-    int order;
-    race_variant(k, &gc.grid, &order, &gc.noise, &gc.delay, &gc.steal);
-    gc.order = (gpu_chunk_order)order;
+    const race_schedule v = race_variant(k);
+    gc.grid = v.grid;
+    gc.order = (gpu_chunk_order)v.order;
+    gc.noise = v.noise;
+    gc.delay = v.delay;
+    gc.steal = v.steal;
+    gc.hoist = v.hoist;
     gpu_bwd_stats stats;
     gpu_bwd_result g;
     memset(&g, 0, sizeof g);
@@ -455,12 +463,11 @@ static int race_repeat(race_ctx *x, const char *canon)
 }
 
 /* canon with the schedule of launch k in place of its own bwd.grid, bwd.order, bwd.noise,
- * bwd.delay and bwd.steal, canonical; what `tbecheck replay` runs as that launch. malloc'd,
- * NULL on failure. */
+ * bwd.delay, bwd.steal and bwd.hoist, canonical; what `tbecheck replay` runs as that launch.
+ * malloc'd, NULL on failure. */
 static char *race_reproducer(const char *canon, int64_t k)
 {
-  int grid, order, noise, delay, steal;
-  race_variant(k, &grid, &order, &noise, &delay, &steal);
+  const race_schedule v = race_variant(k);
   size_t n = strlen(canon) + 128;
   char *text = malloc(n), *copy = strdup(canon);
   char *out = NULL;
@@ -469,13 +476,13 @@ static char *race_reproducer(const char *canon, int64_t k)
     for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
       if (strncmp(tok, "bwd.grid=", 9) && strncmp(tok, "bwd.order=", 10) &&
           strncmp(tok, "bwd.noise=", 10) && strncmp(tok, "bwd.delay=", 10) &&
-          strncmp(tok, "bwd.steal=", 10))
+          strncmp(tok, "bwd.steal=", 10) && strncmp(tok, "bwd.hoist=", 10))
         snprintf(text + strlen(text), n - strlen(text), "%s ", tok);
-    if (grid) /* the policy has no key */
-      snprintf(text + strlen(text), n - strlen(text), "bwd.grid=%d ", grid);
+    if (v.grid) /* the policy has no key */
+      snprintf(text + strlen(text), n - strlen(text), "bwd.grid=%d ", v.grid);
     snprintf(text + strlen(text), n - strlen(text),
-             "bwd.order=%s bwd.noise=%d bwd.delay=%d bwd.steal=%s", race_orders[order], noise,
-             delay, race_steals[steal]);
+             "bwd.order=%s bwd.noise=%d bwd.delay=%d bwd.steal=%s bwd.hoist=%s",
+             race_orders[v.order], v.noise, v.delay, race_off_on[v.steal], race_off_on[v.hoist]);
     tbe_case *c;
     if (case_parse(text, &c).code == TBE_OK) {
       int len = case_format(c, NULL, 0);

@@ -1,8 +1,8 @@
 /* race.h: `tbecheck race`, race fuzzing of the GPU backward: cases with many chunk programs per
  * run and many runs, each launched again and again on one GPU session under varying schedules
- * (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.steal), every launch held to the reference's
- * bits; and the reference's outputs of one case, which the GPU tests share. Not `tbecheck fuzz`
- * (one launch per case over the whole edge space, fuzz_campaign.h).
+ * (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.hoist), every launch held to the
+ * reference's bits; and the reference's outputs of one case, which the GPU tests share. Not
+ * `tbecheck fuzz` (one launch per case over the whole edge space, fuzz_campaign.h).
  */
 #ifndef HARNESS_RACE_H
 #define HARNESS_RACE_H
@@ -16,12 +16,15 @@
  * 2 bad usage or input; 3 I/O or internal error). */
 int race_command(int argc, char **argv, const char *tool_version, const char *cuda);
 
-/* The case the schedule cycle gives launch k of a race: blocks of the chunk kernel (0: policy),
- * chunk order, noise, delay in ns and work stealing (gpu_bwd_config's grid, order, noise,
- * delay, steal). Launch 0 is the default schedule; every RACE_CYCLE launches cover each
- * combination once. */
-#define RACE_CYCLE 420
-void race_variant(int64_t k, int *grid, int *order, int *noise, int *delay, int *steal);
+/* The schedule the cycle gives launch k of a race: blocks of the chunk kernel (0: policy), chunk
+ * order, noise, delay in ns, work stealing and the metadata in the forward (gpu_bwd_config's
+ * grid, order, noise, delay, steal, hoist). Launch 0 is the default schedule; every RACE_CYCLE
+ * launches cover each combination once. */
+typedef struct {
+  int grid, order, noise, delay, steal, hoist;
+} race_schedule;
+#define RACE_CYCLE 840
+race_schedule race_variant(int64_t k);
 
 /* Writes into buf the text of drawn case number `index` of the race campaign seeded by `seed`:
  * fused deterministic long runs with many chunk programs each (hot rows, zipf, bwd.chunk 1..32,

@@ -35,27 +35,32 @@ static int value_index(int *vals, int *n, int v)
 
 static void test_cycle(void)
 {
-  int seen[RACE_CYCLE] = {0}, grid, order, noise, delay, steal, nonzero = 0, stolen = 0;
-  race_variant(0, &grid, &order, &noise, &delay, &steal);
-  CHECK(grid == 0 && order == 0 && noise == 0 && delay == 0 && steal == 0,
-        "launch 0 is not today's schedule");
-  race_variant(2, &grid, &order, &noise, &delay, &steal);
-  CHECK(steal == 1, "launch 2 does not steal: a default race of 20 launches would steal late");
+  int seen[RACE_CYCLE] = {0}, nonzero = 0, stolen = 0, hoisted = 0;
+  race_schedule v = race_variant(0);
+  CHECK(v.grid == 0 && v.order == 0 && v.noise == 0 && v.delay == 0 && v.steal == 0 &&
+            v.hoist == 0, "launch 0 is not today's schedule");
+  v = race_variant(2);
+  CHECK(v.steal == 1, "launch 2 does not steal: a default race of 20 launches would steal late");
+  v = race_variant(4);
+  CHECK(v.hoist == 1, "launch 4 does not hoist: a default race of 20 launches would hoist late");
   int grids[RACE_CYCLE], ng = 0, delays[RACE_CYCLE], nd = 0;
   for (int k = 0; k < RACE_CYCLE; k++) {
-    race_variant(k, &grid, &order, &noise, &delay, &steal);
-    const int g = value_index(grids, &ng, grid), dl = value_index(delays, &nd, delay);
-    CHECK(order >= 0 && order < 3 && (noise == 0 || noise == 1) && grid >= 0 && delay >= 0 &&
-              delay <= GPU_MAX_DELAY && (steal == 0 || steal == 1), "launch %d", k);
-    nonzero += delay > 0;
-    stolen += steal;
+    v = race_variant(k);
+    const int g = value_index(grids, &ng, v.grid), dl = value_index(delays, &nd, v.delay);
+    CHECK(v.order >= 0 && v.order < 3 && (v.noise == 0 || v.noise == 1) && v.grid >= 0 &&
+              v.delay >= 0 && v.delay <= GPU_MAX_DELAY && (v.steal == 0 || v.steal == 1) &&
+              (v.hoist == 0 || v.hoist == 1), "launch %d", k);
+    nonzero += v.delay > 0;
+    stolen += v.steal;
+    hoisted += v.hoist;
     if (g < 5 && dl < 7)
-      seen[(((g * 3 + order) * 2 + noise) * 7 + dl) * 2 + steal]++;
+      seen[((((g * 3 + v.order) * 2 + v.noise) * 7 + dl) * 2 + v.steal) * 2 + v.hoist]++;
   }
-  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd * 2 == RACE_CYCLE, "%d grids and %d delays in a "
-        "cycle of %d", ng, nd, RACE_CYCLE);
+  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd * 2 * 2 == RACE_CYCLE, "%d grids and %d delays in "
+        "a cycle of %d", ng, nd, RACE_CYCLE);
   CHECK(nonzero == RACE_CYCLE * 6 / 7, "%d of %d launches with a delay", nonzero, RACE_CYCLE);
   CHECK(stolen == RACE_CYCLE / 2, "%d of %d launches steal", stolen, RACE_CYCLE);
+  CHECK(hoisted == RACE_CYCLE / 2, "%d of %d launches hoist", hoisted, RACE_CYCLE);
   for (int i = 0; i < RACE_CYCLE; i++)
     CHECK(seen[i] == 1, "combination %d taken %d times in one cycle", i, seen[i]);
 }
