@@ -93,13 +93,16 @@ build_here() {
     note "" "fault trees: $(cat "$LOGS"/fault_build_*.log | tr '\n' ' ' | cut -c1-200)"
   fi
 }
-# PREBUILT=DIR: that tree's tbecheck (built elsewhere for sm_90 and carried in) and no build
-# here, for the parts that need nothing else (race, random)
+# PREBUILT=DIR: the binaries of DIR (bench/prebuild.sh: built elsewhere for sm_90 and carried
+# in: tbecheck, gpu_forward_bench, gpu_backward_bench) and no build here, for the parts that
+# need nothing else (race, random, triton, bench, sweep, bwdbench, fwdprofile, profile)
 TBECHECK=build-gpu/tbecheck
+FWD_BENCH=build-gpu/bench/gpu_forward_bench
+BWD_BENCH=build-gpu/bench/gpu_backward_bench
 if [ -n "${PREBUILT:-}" ]; then
-  TBECHECK=$PREBUILT/tbecheck
-  "$TBECHECK" --version >"$LOGS/version.txt" 2>&1 || { cat "$LOGS/version.txt"; exit 1; }
-  note build "prebuilt: $TBECHECK"
+  TBECHECK=$PREBUILT/tbecheck FWD_BENCH=$PREBUILT/gpu_forward_bench
+  BWD_BENCH=$PREBUILT/gpu_backward_bench
+  note build "prebuilt: $(cd "$PREBUILT" && ls | tr '\n' ' ')"
 else
   build_here "$@"
 fi
@@ -180,7 +183,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
 " "$LOGS/$set.db" 2>&1 | tail -1)"
       done ;;
     bench)
-      timeout "$(left)" build-gpu/bench/gpu_forward_bench >"$LOGS/bench.txt" 2>&1
+      timeout "$(left)" "$FWD_BENCH" >"$LOGS/bench.txt" 2>&1
       if [ -f .probe/gather_probe.cu ]; then
         nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gather_probe .probe/gather_probe.cu &&
           timeout "$(left)" /tmp/gather_probe >"$LOGS/probe.txt" 2>&1
@@ -210,14 +213,14 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         rm "$OUT/triton_kernels.tgz"
       note triton "see logs/triton*.txt; raw outputs and kernels in triton_kernels.tgz*" ;;
     sweep)
-      timeout "$(left)" build-gpu/bench/gpu_forward_bench --sweep \
+      timeout "$(left)" "$FWD_BENCH" --sweep \
         ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --db "$LOGS/sweep.db" \
         >"$LOGS/sweep.txt" 2>&1 || failed
       while read -r line; do note "" "$line"; done < <(grep -E "^SW-" "$LOGS/sweep.txt" |
         cut -c1-100)
       note sweep "see logs/sweep.txt" ;;
     bwdbench)
-      timeout "$(left)" build-gpu/bench/gpu_backward_bench ${BWD_ONLY:+--only "$BWD_ONLY"} \
+      timeout "$(left)" "$BWD_BENCH" ${BWD_ONLY:+--only "$BWD_ONLY"} \
         --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1
       timeout "$(left)" python3 bench/torch_backward_peer.py >"$LOGS/torch_bwd.txt" 2>&1
       if [ -f .probe/backward_probe.cu ]; then
@@ -237,7 +240,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section InstructionStats \
         --section SourceCounters --import-source yes -o "$LOGS/f1" -f \
-        build-gpu/bench/gpu_backward_bench --only F1 >"$LOGS/ncu.log" 2>&1
+        "$BWD_BENCH" --only F1 >"$LOGS/ncu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
       note profile "ncu exit $r: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued' \
@@ -281,7 +284,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         timeout "$(left)" ncu --clock-control none --kernel-name-base demangled $filter \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
-          -o "$LOGS/fwd_$name" -f build-gpu/bench/gpu_forward_bench $args \
+          -o "$LOGS/fwd_$name" -f "$FWD_BENCH" $args \
           >"$LOGS/ncu_fwd_$name.log" 2>&1 || failed
         ncu -i "$LOGS/fwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_fwd_$name.txt" 2>&1
         note "$name" "$(grep -E '^ +(Duration|DRAM Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible) ' \
