@@ -302,8 +302,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                      "was opened; it cannot change afterwards");
   if (c.small_tc && w.opt.kind != REF_OPT_ROWWISE_ADAGRAD)
     return tbe_error(TBE_EINVAL, "small_tc", -1, "gpu_bwd_config.small_tc updates rows with "
-                     "row-wise Adagrad only; this backward was opened with %s",
-                     ref_opt_name(w.opt.kind));
+                     "row-wise Adagrad only; this backward was opened with another optimizer");
   if (!setup && c.small_tc && !g->tc_open)
     return tbe_error(TBE_EINVAL, "small_tc", -1, "small_tc sized the backward's buffers (the "
                      "saved counts, the segments' partials) when it was opened; open the "
@@ -646,8 +645,7 @@ tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small)
   if (!g->small_tc)
     return tbe_ok();
   const tbe_batch *h = g->h;
-  ref_bwd_config c;
-  ref_bwd_config_default(&c);
+  ref_bwd_config c = {}; /* ref_small_tc_tables reads only the optimizer's kind */
   c.opt.kind = g->w.opt.kind;
   std::vector<unsigned char> tabs(h->num_tables);
   ref_small_tc_tables(h, &c, small, tabs.data());

@@ -263,6 +263,40 @@ tbe_status ref_backward_small(tbe_batch *b, const tbe_layout *l, const ref_bwd_c
   return tbe_ok();
 }
 
+tbe_status ref_backward_small_call(tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                                   const void *grad_output, const unsigned char *tables,
+                                   float *momentum, float *psw_grad, unsigned char *taken)
+{
+  size_t elem = tbe_dtype_size(b->wdtype), wbytes = elem * (size_t)b->table_offset[b->num_tables];
+  size_t mbytes = sizeof(float) * (size_t)ref_bwd_rows(b);
+  char *keep = malloc(wbytes + mbytes + 1), *small = malloc(wbytes + mbytes + 1);
+  if (!keep || !small) {
+    free(keep);
+    free(small);
+    return tbe_error(TBE_ENOMEM, "weights", -1, "cannot copy the weights and momentum");
+  }
+  memcpy(keep, b->weights, wbytes);
+  memcpy(keep + wbytes, momentum, mbytes);
+  tbe_status st = ref_backward_small(b, l, cfg, grad_output, tables, momentum, taken);
+  memcpy(small, b->weights, wbytes);
+  memcpy(small + wbytes, momentum, mbytes);
+  memcpy(b->weights, keep, wbytes);
+  memcpy(momentum, keep + wbytes, mbytes);
+  if (st.code == TBE_OK)
+    st = ref_backward(b, l, cfg, grad_output, momentum, psw_grad, NULL);
+  for (int32_t j = 0; st.code == TBE_OK && j < b->num_tables; j++) {
+    if (!taken[j])
+      continue;
+    size_t w0 = elem * (size_t)b->table_offset[j], wn = elem * (size_t)(b->E[j] * b->D[j]);
+    memcpy((char *)b->weights + w0, small + w0, wn);
+    memcpy(momentum + table_key(b, j), (float *)(small + wbytes) + table_key(b, j),
+           sizeof(float) * (size_t)b->E[j]);
+  }
+  free(keep);
+  free(small);
+  return st;
+}
+
 /* Per (r, d) of one segment: the exact sum, its bound and its partial's magnitude bound (the
  * header's S, e_hi + e_lo + st + R and M), and A_G. */
 static void seg_exact(const seg_ops *s, int64_t E, int32_t D, double infl, double *S, double *e,

@@ -44,6 +44,13 @@ tbe_status ref_backward_small(tbe_batch *b, const tbe_layout *l, const ref_bwd_c
                               const void *grad_output, const unsigned char *tables,
                               float *momentum, unsigned char *taken);
 
+/* The whole backward of a call with bwd.small_tc=on, as the GPU runs it: the taken tables by the
+ * path (ref_backward_small), every other one by ref_backward, both from the same inputs; b's
+ * weights, momentum and psw_grad as ref_backward's contract says, taken as above. */
+tbe_status ref_backward_small_call(tbe_batch *b, const tbe_layout *l, const ref_bwd_config *cfg,
+                                   const void *grad_output, const unsigned char *tables,
+                                   float *momentum, float *psw_grad, unsigned char *taken);
+
 /* The exact twin on the inputs before the update, for the taken tables only (other elements of
  * the arrays are not written): every weight element and momentum of a touched row as an exact
  * value and a bound on how far the path may store from it; untouched rows their value, bound 0.

@@ -194,6 +194,52 @@ static void test_tables(void)
   tbe_batch_free(&b);
 }
 
+static double w_table(int32_t j, int64_t row, int32_t d)
+{
+  return cos((double)(j * 1000 + row * 31 + d)) * 0.25;
+}
+
+/* ref_backward_small_call on features of a small table (0) and a large one (1): table 0 as
+ * ref_backward_small alone leaves it, table 1 as ref_backward alone. */
+static void test_call(void)
+{
+  int64_t E[] = {20, 300}, idx[64], off[9];
+  int32_t D[] = {64, 64};
+  for (int p = 0; p < 64; p++)
+    idx[p] = (p * 7) % 20;
+  for (int i = 0; i <= 8; i++)
+    off[i] = i * 8;
+  tb_spec s = {.num_tables = 2, .E = E, .D = D, .wdtype = TBE_FP16, .T = 2, .B = 4,
+               .itype = TBE_I64, .N = 64, .indices = idx, .offsets = off, .pool = TBE_POOL_SUM,
+               .out_dtype = TBE_FP32, .weight_fn = w_table};
+  tbe_batch b = tb_build(&s), a = tb_build(&s), c = tb_build(&s);
+  tbe_layout l;
+  tbe_layout_init(&l, &b);
+  float go[4 * 128];
+  for (int i = 0; i < 4 * 128; i++)
+    go[i] = (float)sin(i * 1.7) * 3.0f;
+  ref_bwd_config cfg;
+  ref_bwd_config_default(&cfg);
+  cfg.opt.kind = REF_OPT_ROWWISE_ADAGRAD;
+  const unsigned char tables[] = {1, 0};
+  unsigned char taken[2], taken2[2];
+  float m[320] = {0}, ma[320] = {0}, mc[320] = {0};
+  tbe_status st = ref_backward_small_call(&b, &l, &cfg, go, tables, m, NULL, taken);
+  CHECK(st.code == TBE_OK && taken[0] && !taken[1], "the call: %s\n", st.message);
+  ref_backward_small(&a, &l, &cfg, go, tables, ma, taken2);
+  ref_backward(&c, &l, &cfg, go, mc, NULL, NULL);
+  CHECK(!memcmp(b.weights, a.weights, 2 * 20 * 64) && !memcmp(m, ma, sizeof(float) * 20),
+        "table 0 is the path's\n");
+  CHECK(!memcmp((uint16_t *)b.weights + 20 * 64, (uint16_t *)c.weights + 20 * 64, 2 * 300 * 64) &&
+            !memcmp(m + 20, mc + 20, sizeof(float) * 300),
+        "table 1 is the normative backward's\n");
+  CHECK(memcmp(m, mc, sizeof(float) * 20), "the orders should differ on table 0\n");
+  tbe_layout_free(&l);
+  tbe_batch_free(&a);
+  tbe_batch_free(&b);
+  tbe_batch_free(&c);
+}
+
 /* A deterministic pseudo-random stream. */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void)
@@ -293,6 +339,7 @@ int main(void)
   test_segments();
   test_fallback();
   test_tables();
+  test_call();
   test_bound();
   return TEST_MAIN_RESULT();
 }
