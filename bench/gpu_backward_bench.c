@@ -251,8 +251,7 @@ static void run_small_tc(const char *name, const char *text, tbe_batch *b, const
     t[on] = median_step(s, GPU_SMALL_ON);
     const gpu_bwd_stats *m = &t[on].bwd;
     printf("  small_tc %-3s forward %8.3f ms backward %8.3f ms total %8.3f ms | sort %6.3f "
-           "class %6.3f short %7.3f long %7.3f small %7.3f, %d tables | %s
-", on ? "on" : "off",
+           "class %6.3f short %7.3f long %7.3f small %7.3f, %d tables | %s\n", on ? "on" : "off",
            t[on].fwd, m->ms, t[on].total, m->sort_ms, m->classify_ms, m->short_ms, m->long_ms,
            m->small_ms, m->small_tc_tables,
            check(s, b, l, bwd, on ? model_w : ref_w, on ? model_m : ref_m));
@@ -264,8 +263,7 @@ static void run_small_tc(const char *name, const char *text, tbe_batch *b, const
     bench_db_figure(rec, name, text, "gpu:step", cfg, t[on].total, 1.5 * bytes, copy_gbps);
     gpu_session_close(s);
   }
-  printf("  small_tc on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)
-",
+  printf("  small_tc on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)\n",
          t[1].fwd - t[0].fwd, t[1].bwd.ms - t[0].bwd.ms, t[1].total - t[0].total,
          100.0 * (t[1].total - t[0].total) / t[0].total);
   free(model_w);
