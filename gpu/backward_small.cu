@@ -41,6 +41,15 @@ __device__ __forceinline__ bool fatal_stop(const dev_bounds *state)
   return state && (state->first_bad_bag != ~0ull || state->first_bad_index != ~0ull);
 }
 
+/* G at column d of bag `bag` (bwd_g: clip, MEAN's 1/L), and its L; an empty bag's G is never
+ * read (0 here: MEAN's 1/0 would make it Inf or NaN, and its counts are all 0) */
+__device__ __forceinline__ float small_g(const dev_bwd &w, int32_t bag, int32_t d, int32_t D,
+                                         int64_t &L)
+{
+  L = ld_index(w.b.offsets, w.b.itype, bag + 1) - ld_index(w.b.offsets, w.b.itype, bag);
+  return L > 0 ? bwd_g(w, bwd_g_row(w, bag, 0, D) + d, bwd_mean_scale(w, bag)) : 0.0f;
+}
+
 /* ---- the check: a table with a bag of L > 256 or an fp16-overflowing or NaN G falls back ---- */
 __global__ void small_check_kernel(dev_bwd w)
 {
@@ -50,15 +59,9 @@ __global__ void small_check_kernel(dev_bwd w)
     return;
   bool ok = true;
   for (int32_t i = threadIdx.x; i < sg.nbags * tb.D; i += blockDim.x) {
-    const int32_t q = i / tb.D, d = i % tb.D;
-    const int32_t bag = (int32_t)(sg.bag0 + q);
-    if (d == 0) {
-      const int64_t L = ld_index(w.b.offsets, w.b.itype, bag + 1) -
-                        ld_index(w.b.offsets, w.b.itype, bag);
-      ok = ok && L <= REF_SMALL_HIST;
-    }
-    const float x = bwd_g(w, bwd_g_row(w, bag, 0, tb.D) + d, bwd_mean_scale(w, bag));
-    ok = ok && (__half_as_ushort(__float2half_rn(x)) & 0x7C00) != 0x7C00;
+    int64_t L;
+    const float x = small_g(w, (int32_t)(sg.bag0 + i / tb.D), i % tb.D, tb.D, L);
+    ok = ok && L <= REF_SMALL_HIST && (__half_as_ushort(__float2half_rn(x)) & 0x7C00) != 0x7C00;
   }
   if (__syncthreads_or(!ok) && threadIdx.x == 0)
     w.tc_ok[tb.j] = 0;
@@ -81,8 +84,8 @@ __device__ __forceinline__ void small_stage(const dev_bwd &w, const bwd_small_se
     const int q = i / tb.D, d = i % tb.D;
     __half h = __float2half_rn(0.0f), l = h;
     if (k0 + q < sg.nbags) {
-      const int32_t bag = (int32_t)(sg.bag0 + k0 + q);
-      const float x = bwd_g(w, bwd_g_row(w, bag, 0, tb.D) + d, bwd_mean_scale(w, bag));
+      int64_t L;
+      const float x = small_g(w, (int32_t)(sg.bag0 + k0 + q), d, tb.D, L);
       h = __float2half_rn(x);
       l = __float2half_rn(__fsub_rn(x, __half2float(h))); /* exact: Sterbenz */
     }

@@ -417,8 +417,8 @@ int main(void)
   } small_tc[] = {
       /* one segment and a partial k-step; SUM */
       {"T=1 B=37 E=50 D=128 L=20 wdtype=fp16 fwd.small=on opt=rowwise_adagrad seed=41", 1, 0},
-      /* many segments (B = 3.5 * 256), MEAN, clipping, E = 64 (the limit), D = 64 */
-      {"T=1 B=900 E=64 D=64 L=1..60 pool=mean wdtype=fp16 fwd.small=on opt=rowwise_adagrad "
+      /* many segments (B = 3.5 * 256), MEAN with empty bags, clipping, E = 64 (the limit) */
+      {"T=1 B=900 E=64 D=64 L=0..60 pool=mean wdtype=fp16 fwd.small=on opt=rowwise_adagrad "
        "clip=0.5 seed=42", 1, 0},
       /* D = 72 and 120 (multiples of 8 only: the small forward's rule), E = 1 and 17, a shared
        * table (features 0 and 2), a large generic table beside them, L2 weight decay */

@@ -7,7 +7,8 @@
  * feature's bags are cut into segments of REF_SMALL_SEG, a segment into k-steps of 16 bags (the
  * last ones padded with bags of zero counts and zero G). Per bag, G is the normative effective
  * gradient (clip, then MEAN's fp32 1/L: ref_bwd_build_g), hi = fp16_rn(G), lo = fp16_rn(G - hi)
- * (G - hi is exact in fp32: Sterbenz, hi within a factor 2 of G or 0), and count_r the bag's
+ * (G - hi is exact in fp32: Sterbenz, hi within a factor 2 of G or 0; an empty bag's G is
+ * never read, 0 here), and count_r the bag's
  * positions on row r (-1 skipped; L <= 256, so exact in fp16: the forward's A operand values).
  * Per row r and column d, each segment runs two chains from +0, k-step by k-step in order:
  * H = mma(count[16 bags][r], hi[16 bags][d], H), then Lo = the same with lo; the segment's
@@ -79,7 +80,7 @@ void ref_small_tc_taken(const tbe_batch *b, const tbe_layout *l, const float *g,
       continue;
     int64_t L = tbe_iget(b->offsets, b->itype, i + 1) - tbe_iget(b->offsets, b->itype, i);
     int ok = L <= REF_SMALL_HIST;
-    for (int32_t d = 0; ok && d < b->D[j]; d++)
+    for (int32_t d = 0; ok && L > 0 && d < b->D[j]; d++)
       ok = hi_finite(g[l->bag_out[i] + d]);
     taken[j] = (unsigned char)ok;
   }
@@ -110,8 +111,9 @@ static void seg_load(const tbe_batch *b, const tbe_layout *l, const float *g, in
     }
     for (int64_t r = 0; r < b->E[j]; r++)
       s->a[q][r] = ref_float_to_half((float)count[r]); /* <= 256: exact */
+    const int empty = tbe_iget(b->offsets, b->itype, i + 1) == st;
     for (int32_t d = 0; d < D; d++) {
-      float x = g[l->bag_out[i] + d];
+      float x = empty ? 0.0f : g[l->bag_out[i] + d]; /* an empty bag's G is never read */
       s->g[q][d] = x;
       s->hi[q][d] = ref_float_to_half(x);
       s->lo[q][d] = ref_float_to_half(x - ref_half_to_float(s->hi[q][d])); /* exact difference */

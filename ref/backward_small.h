@@ -26,8 +26,8 @@ void ref_small_tc_tables(const tbe_batch *b, const ref_bwd_config *cfg, const un
 
 /* taken[j] = 1 where tables[j] and, in this call, every bag of j's features has L <= 256 (the
  * forward's histogram covers the whole bag, each count exact in fp16) and every element of G
- * (g: ref_bwd_build_g's) in those bags has a finite fp16 part hi = fp16(G) (|G| < 65520, not
- * NaN). Elsewhere 0: the table goes the normative backward in the same call. */
+ * (g: ref_bwd_build_g's) in those bags that are not empty has a finite fp16 part hi = fp16(G)
+ * (|G| < 65520, not NaN). Elsewhere 0: the table goes the normative backward in the same call. */
 void ref_small_tc_taken(const tbe_batch *b, const tbe_layout *l, const float *g,
                         const unsigned char *tables, unsigned char *taken);
 
