@@ -640,7 +640,7 @@ uint16_t *gpu_bwd_small_counts(const gpu_bwd *g, const int64_t **base)
   return g->small_tc ? g->tc_counts : nullptr;
 }
 
-tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small)
+tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, cudaStream_t stream)
 {
   if (!g->small_tc)
     return tbe_ok();
@@ -650,8 +650,9 @@ tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small)
   std::vector<unsigned char> tabs(h->num_tables);
   ref_small_tc_tables(h, &c, small, tabs.data());
   if (tabs != g->plan_host) { /* only when it changes: never inside a capture */
-    GPU_TRY(cudaMemcpy(g->tc_plan, tabs.data(), tabs.size(), cudaMemcpyHostToDevice));
-    g->plan_host = tabs;
+    g->plan_host = tabs;        /* the copy reads it after this returns: a member, kept */
+    GPU_TRY(cudaMemcpyAsync(g->tc_plan, g->plan_host.data(), tabs.size(),
+                            cudaMemcpyHostToDevice, stream));
   }
   const bool any = std::find(tabs.begin(), tabs.end(), 1) != tabs.end();
   g->w.tc_ok = any ? g->tc_ok : nullptr;

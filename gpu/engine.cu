@@ -240,7 +240,7 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
                                   int bounds_only)
 {
   if (s->bwd) /* which tables bwd.small_tc takes after this forward: uploaded before it */
-    STATUS_TRY(gpu_bwd_small_plan(s->bwd, p.small.data()));
+    STATUS_TRY(gpu_bwd_small_plan(s->bwd, p.small.data(), s->stream));
   s->fwd_gen = ++s->gen;
   const tbe_batch *h = s->h;
   const dev_batch &b = s->b;

@@ -141,9 +141,10 @@ int gpu_bwd_hoist(const gpu_bwd *g);
  * feature (gpu_forward_small), or NULL when the configuration has it off. */
 uint16_t *gpu_bwd_small_counts(const gpu_bwd *g, const int64_t **base);
 /* bwd.small_tc: the tables the path takes after a forward whose small-table features are
- * small[t] (ref_small_tc_tables); uploads them only when they changed (so never in a capture,
- * which repeats the plain call before it). Nothing when the configuration has it off. */
-tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small);
+ * small[t] (ref_small_tc_tables); uploads them on stream, behind what reads the plan before,
+ * only when they changed (so never in a capture, which repeats the plain call before it).
+ * Nothing when the configuration has it off. */
+tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, cudaStream_t stream);
 /* Enqueues the backward's metadata (counts, transpose, classification) on the forward's stream,
  * between two events of its own (gpu_bwd_stats.hoist_ms). The caller puts it after the
  * forward's kernels (the fused bounds check repairs indices inside them) and keeps the record
