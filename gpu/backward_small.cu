@@ -120,8 +120,13 @@ __device__ __forceinline__ void small_step(const small_stage_smem &sm, int r0, i
       break;
     small_mma(h[i], a, *(const uint32_t *)&sm.hi[col][2 * tig],
               *(const uint32_t *)&sm.hi[col][2 * tig + 8]);
+#if defined(TBE_FAULT_SMALL_TC_ONE_CHAIN) /* planted: lo into the hi chain */
+    small_mma(h[i], a, *(const uint32_t *)&sm.lo[col][2 * tig],
+              *(const uint32_t *)&sm.lo[col][2 * tig + 8]);
+#else
     small_mma(l[i], a, *(const uint32_t *)&sm.lo[col][2 * tig],
               *(const uint32_t *)&sm.lo[col][2 * tig + 8]);
+#endif
   }
 }
 
