@@ -250,6 +250,12 @@ struct gpu_bwd {
   uint16_t *tc_counts;
   std::vector<int64_t> counts_base;
   std::vector<unsigned char> plan_host;
+  /* bwd.small_tc without a bounds check (the offsets the host holds are the call's): the tables
+   * of the host's batch and grad_output that the rule takes (ref_small_tc_taken_from, at open
+   * and upload), and whether the current plan takes every table a feature uses, so no position
+   * is left to the generic tiers and the metadata is not made */
+  std::vector<unsigned char> tables, host_taken;
+  bool tc_all;
   gpu_noise noise_kernel;
   cudaEvent_t ev[7];
   cudaEvent_t hoist_ev[2]; /* around the metadata that the last forward enqueued (bwd.hoist) */
@@ -382,8 +388,17 @@ static tbe_status small_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *
   w.tc_counts = g->tc_counts;
   w.tc_nseg = (int32_t)segs.size();
   w.tc_ntables = (int32_t)tables.size();
+  g->tables = tabs;
   g->tc_open = 1;
   return tbe_ok();
+}
+
+/* host_taken from the host's batch h and grad_output (small_setup's tables). */
+static tbe_status small_host_taken(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output)
+{
+  g->host_taken.assign(h->num_tables, 0);
+  return ref_small_tc_taken_from(h, l, cfg, grad_output, g->tables.data(), g->host_taken.data());
 }
 
 static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
@@ -429,8 +444,10 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   GPU_TRY(cudaMemcpy(p, rows_cumsum.data(), sizeof(int64_t) * rows_cumsum.size(),
                      cudaMemcpyHostToDevice));
   w.rows_cumsum = (const int64_t *)p;
-  if (g->small_tc)
+  if (g->small_tc) {
     STATUS_TRY(small_setup(g, h, l, cfg, rows_cumsum.data()));
+    STATUS_TRY(small_host_taken(g, h, l, cfg, grad_output));
+  }
 
   /* the transpose */
   const size_t ksz = w.key64 ? 8 : 4;
@@ -548,6 +565,7 @@ tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch
   g->tc_plan = g->tc_ok = nullptr;
   g->tc_counts = nullptr;
   g->tc_open = 0;
+  g->tc_all = false;
   tbe_status st = bwd_setup(g, h, l, b, cfg, gc, grad_output, momentum);
   if (st.code != TBE_OK) {
     delete g;
@@ -588,6 +606,13 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   if (momentum && g->pristine_momentum)
     GPU_TRY(cudaMemcpy(g->pristine_momentum, momentum, sizeof(float) * (size_t)g->rows,
                        cudaMemcpyHostToDevice));
+  if (g->tc_open) {
+    ref_bwd_config c = {}; /* ref_small_tc_taken_from reads only the clip */
+    c.clip = g->w.clip;
+    STATUS_TRY(small_host_taken(g, h, l, &c, grad_output));
+    for (int32_t t = 0; t < h->T; t++) /* until the next plan: no table may leave the path */
+      g->tc_all = g->tc_all && g->host_taken[h->feature_table_map[t]];
+  }
   return tbe_ok();
 }
 
@@ -610,7 +635,9 @@ static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool t
   if (w.tc_ok) /* before the keys, which read which tables it takes */
     STATUS_TRY(gpu_bwd_small_check(w, stream));
   GPU_TRY(cudaMemsetAsync(w.counts, 0, METADATA_COUNTS, stream));
-  if (w.b.N > 0) {
+  /* bwd.small_tc takes every table (tc_all): no run is left, the zeroed counts say so */
+  const bool none = w.tc_ok && g->tc_all;
+  if (w.b.N > 0 && !none) {
     if (w.key64)
       STATUS_TRY(gpu_transpose<uint64_t>(w, g->t, fatal_state, stream));
     else
@@ -618,7 +645,7 @@ static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool t
   }
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[1], stream));
-  if (w.b.N > 0) {
+  if (w.b.N > 0 && !none) {
     const unsigned blocks =
         (unsigned)std::min<int64_t>((w.b.N + CLS_BLOCK - 1) / CLS_BLOCK, gpu_bwd_max_blocks());
     if (w.direct_D)
@@ -634,13 +661,16 @@ static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool t
 
 int gpu_bwd_hoist(const gpu_bwd *g) { return g->hoist; }
 
+int gpu_bwd_small_all(const gpu_bwd *g) { return g->w.tc_ok && g->tc_all; }
+
 uint16_t *gpu_bwd_small_counts(const gpu_bwd *g, const int64_t **base)
 {
   *base = g->small_tc ? g->counts_base.data() : nullptr;
   return g->small_tc ? g->tc_counts : nullptr;
 }
 
-tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, cudaStream_t stream)
+tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, tbe_bounds_mode mode,
+                              cudaStream_t stream)
 {
   if (!g->small_tc)
     return tbe_ok();
@@ -656,6 +686,10 @@ tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, cudaStream
   }
   const bool any = std::find(tabs.begin(), tabs.end(), 1) != tabs.end();
   g->w.tc_ok = any ? g->tc_ok : nullptr;
+  /* the device's check then clears no table: the same rule on the same offsets and G */
+  g->tc_all = any && mode == TBE_BOUNDS_NONE;
+  for (int32_t t = 0; t < h->T; t++)
+    g->tc_all = g->tc_all && tabs[h->feature_table_map[t]] && g->host_taken[h->feature_table_map[t]];
   return tbe_ok();
 }
 

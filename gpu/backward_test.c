@@ -312,9 +312,10 @@ static tbe_status small_tc_expected(ref_case *r, const unsigned char *small, voi
 }
 
 /* bwd.small_tc=on on case text (fwd.small=on, with or without the hoist): weights, momentum and
- * small_tc_mask as small_tc_expected says, with `want` tables taken; then, after an upload of
- * the same inputs without a forward, the backward must be refused as small_tc's. */
-static int small_tc_test(const char *text, int want, int hoist)
+ * small_tc_mask as small_tc_expected says, with `want` tables taken, and no metadata made (0
+ * runs) exactly when nometa (bounds=none, every table taken); then, after an upload of the same
+ * inputs without a forward, the backward must be refused as small_tc's. */
+static int small_tc_test(const char *text, int want, int hoist, int nometa)
 {
   ref_case r;
   if (ref_case_run(text, &r))
@@ -361,6 +362,11 @@ static int small_tc_test(const char *text, int want, int hoist)
   }
   if (!fail && got != want) {
     printf("FAIL  %s: %d tables taken, the case is built for %d\n", text, got, want);
+    fail = 1;
+  }
+  if (!fail && (g.stats.runs == 0) != nometa) {
+    printf("FAIL  %s: %lld runs: the metadata was %s\n", text, (long long)g.stats.runs,
+           nometa ? "made though every table is taken without a bounds check" : "left out");
     fail = 1;
   }
   if (st.code == TBE_OK) { /* the same inputs again, without their forward */
@@ -413,27 +419,35 @@ int main(void)
   fail |= hoist_test(graph[0], graph[1], GPU_LONG_FUSED);
   static const struct {
     const char *text;
-    int taken, hoist;
+    int taken, hoist, nometa;
   } small_tc[] = {
       /* one segment and a partial k-step; SUM */
-      {"T=1 B=37 E=50 D=128 L=20 wdtype=fp16 fwd.small=on opt=rowwise_adagrad seed=41", 1, 0},
+      {"T=1 B=37 E=50 D=128 L=20 wdtype=fp16 fwd.small=on opt=rowwise_adagrad seed=41", 1, 0, 0},
       /* many segments (B = 3.5 * 256), MEAN with empty bags, clipping, E = 64 (the limit) */
       {"T=1 B=900 E=64 D=64 L=0..60 pool=mean wdtype=fp16 fwd.small=on opt=rowwise_adagrad "
-       "clip=0.5 seed=42", 1, 0},
+       "clip=0.5 seed=42", 1, 0, 0},
       /* D = 72 and 120 (multiples of 8 only: the small forward's rule), E = 1 and 17, a shared
        * table (features 0 and 2), a large generic table beside them, L2 weight decay */
       {"T=4 B=700 E=17,1,5000 D=72,120,64 map=0,1,0,2 L=30 dist=zipf:1.1 wdtype=fp16 "
-       "fwd.small=on opt=rowwise_adagrad wd=l2 lambda=0.01 invalid=0.01 seed=43", 2, 0},
+       "fwd.small=on opt=rowwise_adagrad wd=l2 lambda=0.01 invalid=0.01 seed=43", 2, 0, 0},
       /* a bag of L > 256 (L up to 300) sends the table back to the generic backward */
       {"T=2 B=300 E=40,40 D=64,128 L=200..300 wdtype=fp16 fwd.small=on opt=rowwise_adagrad "
-       "seed=44", 0, 0},
+       "seed=44", 0, 0, 0},
+      /* the same without a bounds check: the host sees the fallback, so the metadata is made */
+      {"T=2 B=300 E=40,40 D=64,128 L=200..300 wdtype=fp16 bounds=none fwd.small=on "
+       "opt=rowwise_adagrad seed=44", 0, 0, 0},
       /* with the hoisted metadata, and stochastic rounding of the written rows */
       {"T=2 B=2048 E=50,9 D=128,96 L=24 wdtype=fp16 fwd.small=on opt=rowwise_adagrad sr=1 "
-       "bwd.hoist=on seed=45", 2, 1},
-      /* the bench's SB shape, reduced */
-      {"T=1 B=8192 E=50 D=128 L=128 wdtype=fp16 fwd.small=on opt=rowwise_adagrad seed=46", 1, 0},
+       "bwd.hoist=on seed=45", 2, 1, 0},
+      /* the bench's SB shape, reduced: no bounds check, every table taken, no metadata */
+      {"T=1 B=8192 E=50 D=128 L=128 wdtype=fp16 bounds=none fwd.small=on opt=rowwise_adagrad "
+       "seed=46", 1, 0, 1},
+      /* the same hoisted: the forward makes no metadata either */
+      {"T=1 B=8192 E=50 D=128 L=128 wdtype=fp16 bounds=none fwd.small=on opt=rowwise_adagrad "
+       "seed=46", 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof small_tc / sizeof small_tc[0]; i++)
-    fail |= small_tc_test(small_tc[i].text, small_tc[i].taken, small_tc[i].hoist);
+    fail |= small_tc_test(small_tc[i].text, small_tc[i].taken, small_tc[i].hoist,
+                          small_tc[i].nometa);
   return fail;
 }

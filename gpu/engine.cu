@@ -91,6 +91,7 @@ struct gpu_session {
   cudaGraphExec_t graph;
   bool graph_hoisted;   /* the graph's forward holds the backward's metadata */
   bool graph_counts;    /* the graph's forward saves bwd.small_tc's counts */
+  bool graph_small_all; /* the graph's backward makes no metadata (gpu_bwd_small_all) */
   uint64_t gen;         /* the inputs' generation (the file's header) */
   uint64_t fwd_gen;     /* gen of the last forward (0: none yet) */
   uint64_t meta_gen;    /* gen of the forward that made the hoisted metadata (0: none yet) */
@@ -240,7 +241,7 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
                                   int bounds_only)
 {
   if (s->bwd) /* which tables bwd.small_tc takes after this forward: uploaded before it */
-    STATUS_TRY(gpu_bwd_small_plan(s->bwd, p.small.data(), s->stream));
+    STATUS_TRY(gpu_bwd_small_plan(s->bwd, p.small.data(), mode, s->stream));
   s->fwd_gen = ++s->gen;
   const tbe_batch *h = s->h;
   const dev_batch &b = s->b;
@@ -399,6 +400,7 @@ extern "C" tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode,
   s->graph_hoisted = s->bwd && gpu_bwd_hoist(s->bwd);
   const int64_t *base;
   s->graph_counts = s->bwd && gpu_bwd_small_counts(s->bwd, &base);
+  s->graph_small_all = s->bwd && gpu_bwd_small_all(s->bwd);
   return tbe_ok();
 }
 
@@ -426,6 +428,11 @@ extern "C" tbe_status gpu_session_replay(gpu_session *s)
 {
   if (!s->graph)
     return tbe_error(TBE_EINVAL, "gpu", -1, "replay before gpu_session_capture");
+  if (s->graph_small_all && !gpu_bwd_small_all(s->bwd))
+    return tbe_error(TBE_EINVAL, "small_tc", -1, "bwd.small_tc: refused: the graph's backward "
+                     "makes no metadata (every table was on the tensor-core path), and the "
+                     "inputs uploaded since send a table back to the generic backward (capture "
+                     "again)");
   /* the graph's forward: a forward of the current inputs, with its metadata when it holds it */
   s->fwd_gen = ++s->gen;
   if (s->graph_hoisted)

@@ -137,14 +137,20 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
 /* Whether the backward takes its metadata from the forward (bwd.hoist=on, the current
  * configuration's). */
 int gpu_bwd_hoist(const gpu_bwd *g);
+/* bwd.small_tc: whether the metadata is left out (gpu_bwd_small_plan), as of the last plan and
+ * the uploads since (an upload that would send a table back makes it 0). */
+int gpu_bwd_small_all(const gpu_bwd *g);
 /* bwd.small_tc: the device buffer the forward saves its counts into and *base, their rows per
  * feature (gpu_forward_small), or NULL when the configuration has it off. */
 uint16_t *gpu_bwd_small_counts(const gpu_bwd *g, const int64_t **base);
 /* bwd.small_tc: the tables the path takes after a forward whose small-table features are
  * small[t] (ref_small_tc_tables); uploads them on stream, behind what reads the plan before,
  * only when they changed (so never in a capture, which repeats the plain call before it).
- * Nothing when the configuration has it off. */
-tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, cudaStream_t stream);
+ * With mode NONE (no repair: the host's offsets are the call's) and every table taken by the
+ * rule on the host's inputs, the metadata is not made: no position is left for the generic
+ * tiers. Nothing when the configuration has it off. */
+tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, tbe_bounds_mode mode,
+                              cudaStream_t stream);
 /* Enqueues the backward's metadata (counts, transpose, classification) on the forward's stream,
  * between two events of its own (gpu_bwd_stats.hoist_ms). The caller puts it after the
  * forward's kernels (the fused bounds check repairs indices inside them) and keeps the record

@@ -110,7 +110,10 @@ tbe_status gpu_session_backward_config(gpu_session *s, const gpu_bwd_config *g);
  * with such a backward open saves the small-table path's per-bag counts and records its
  * generation as the hoist does; the backward takes a table whose every feature ran on that
  * path through the tensor cores (ref/backward_small.h; gpu_bwd_result.small_tc_mask says
- * which), and refuses (TBE_EINVAL, field "small_tc") counts of another batch. */
+ * which), and refuses (TBE_EINVAL, field "small_tc") counts of another batch. Without a bounds
+ * check (TBE_BOUNDS_NONE) and with every table on that path by the rule on the host's inputs,
+ * the backward makes no metadata at all; gpu_session_replay refuses (field "small_tc") a graph
+ * captured so once an upload sends a table back to the generic backward. */
 tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
 /* Copies the last backward's results back. */
 tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);

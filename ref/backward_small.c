@@ -86,6 +86,19 @@ void ref_small_tc_taken(const tbe_batch *b, const tbe_layout *l, const float *g,
   }
 }
 
+tbe_status ref_small_tc_taken_from(const tbe_batch *b, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output,
+                                   const unsigned char *tables, unsigned char *taken)
+{
+  float *g = malloc(sizeof(float) * (size_t)(l->out_elems + 1));
+  if (!g)
+    return tbe_error(TBE_ENOMEM, "grad_output", -1, "cannot allocate the effective gradient");
+  ref_bwd_build_g(b, l, cfg->clip, grad_output, g);
+  ref_small_tc_taken(b, l, g, tables, taken);
+  free(g);
+  return tbe_ok();
+}
+
 /* One segment's operands: bags [bag0, bag0 + n) of table j: fp16 counts a[q][r] (r < E) and
  * G's parts hi[q][d], lo[q][d]; n <= REF_SMALL_SEG. */
 typedef struct {

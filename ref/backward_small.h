@@ -31,6 +31,12 @@ void ref_small_tc_tables(const tbe_batch *b, const ref_bwd_config *cfg, const un
 void ref_small_tc_taken(const tbe_batch *b, const tbe_layout *l, const float *g,
                         const unsigned char *tables, unsigned char *taken);
 
+/* ref_small_tc_taken from grad_output itself (G built as ref_bwd_build_g, clip from cfg): the
+ * GPU's host-side view of the same rule. TBE_ENOMEM when G does not fit. */
+tbe_status ref_small_tc_taken_from(const tbe_batch *b, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output,
+                                   const unsigned char *tables, unsigned char *taken);
+
 /* The row gradients of a taken table j (order: backward_small.c's header): grad[r*D + d] for
  * r < E, and touched[r] = 1 where some bag counts row r (the rows the path updates). */
 void ref_small_tc_row_grads(const tbe_batch *b, const tbe_layout *l, const float *g, int32_t j,
