@@ -688,8 +688,10 @@ tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, tbe_bounds
   g->w.tc_ok = any ? g->tc_ok : nullptr;
   /* the device's check then clears no table: the same rule on the same offsets and G */
   g->tc_all = any && mode == TBE_BOUNDS_NONE;
-  for (int32_t t = 0; t < h->T; t++)
-    g->tc_all = g->tc_all && tabs[h->feature_table_map[t]] && g->host_taken[h->feature_table_map[t]];
+  for (int32_t t = 0; t < h->T; t++) {
+    const int32_t j = h->feature_table_map[t];
+    g->tc_all = g->tc_all && tabs[j] && g->host_taken[j];
+  }
   return tbe_ok();
 }
 

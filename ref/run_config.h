@@ -38,9 +38,9 @@ typedef struct {
  * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk, bwd.hoist, bwd.small_tc); the
  * numerics-changing knobs (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the
  * defaults. No bit of a deterministic result depends on these but small_tc, which moves the
- * tables it takes to the tensor-core order (ref/backward_small.h), held to its model: grid, order, noise, delay and steal only change the
- * schedule (which group runs which run or chunk program, and when), which is what `tbecheck race`
- * varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
+ * tables it takes to the tensor-core order (ref/backward_small.h), held to its model: grid,
+ * order, noise, delay and steal only change the schedule (which group runs which run or chunk
+ * program, and when), which is what `tbecheck race` varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
  * combine adds, whose order was never fixed. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;

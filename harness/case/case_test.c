@@ -206,8 +206,9 @@ static void test_canonical(void)
   case_free(c);
   case_parse("opt=sgd", &c);
   k = c ? case_knobs(c) : NULL;
-  CHECK(k && k->gpu_bwd.small_tc == 0 && k->gpu_bwd.grid == 0 && k->gpu_bwd.order == 0 && k->gpu_bwd.noise == 0 &&
-            k->gpu_bwd.delay == 0 && k->gpu_bwd.steal == 0 && k->gpu_bwd.hoist == 0,
+  CHECK(k && k->gpu_bwd.small_tc == 0 && k->gpu_bwd.grid == 0 && k->gpu_bwd.order == 0 &&
+            k->gpu_bwd.noise == 0 && k->gpu_bwd.delay == 0 && k->gpu_bwd.steal == 0 &&
+            k->gpu_bwd.hoist == 0,
         "schedule knobs' defaults (today's schedule)");
   case_free(c);
 }

@@ -737,7 +737,8 @@ static int eng_parts(const eng_output *o, const tbe_batch *b, const tbe_layout *
       for (int32_t t = 0; t < b->T; t++)
         on |= b->feature_table_map[t] == j && o->small[t];
       const int w = !strcmp(o->name, "weights");
-      const int64_t e0 = w ? b->table_offset[j] : key, e1 = w ? b->table_offset[j + 1] : key + b->E[j];
+      const int64_t e0 = w ? b->table_offset[j] : key;
+      const int64_t e1 = w ? b->table_offset[j + 1] : key + b->E[j];
       for (int64_t e = e0; e < e1; e++)
         sel[on][k[on]++] = e;
     }
