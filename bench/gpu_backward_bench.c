@@ -1,5 +1,5 @@
 /* gpu_backward_bench.c: the GPU backward + row-wise Adagrad benchmark on cases/bench.cases's
- * F1-F4, HOT, PUB and MIX, and a segment-length sweep; validates against the reference, then
+ * F1-F4, HOT, PUB, MIX and SB, and a segment-length sweep; validates against the reference, then
  * times the variants side by side in one run. Not a test: it never asserts.
  *
  * Effective GB/s follows FBGEMM's convention: backward bytes = 2 x the forward's
@@ -13,12 +13,17 @@
  * in the backward (off) and in the forward (on), side by side, each backward held to the
  * reference's bits; --hoist (first) runs only these. The forward's own benchmark
  * (gpu_forward_bench) opens no backward, so its forward never holds the metadata.
+ *
+ * bwd.small_tc: on SB (small_tc_shapes; fwd.small=on), forward, backward and their total with
+ * the generic backward (off, held to the reference's bits) and the tensor-core one (on, held
+ * to ref_backward_small_call's bits: the model), side by side; --only SB runs only this.
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward_small.h"
 #include "bench_db.h"
 #include "bounds.h"
 #include "case.h"
@@ -36,6 +41,8 @@ enum { REPS = 10 };
 static const char *const shapes[] = {"F1", "F2", "F3", "F4", "HOT", "PUB", "MIX"};
 /* those also timed with bwd.hoist off and on (run_hoist) */
 static const char *const hoist_shapes[] = {"F1", "PUB"};
+/* those timed with bwd.small_tc off and on alone (run_small_tc) */
+static const char *const small_tc_shapes[] = {"SB"};
 
 typedef struct {
   const char *name;
@@ -153,9 +160,9 @@ typedef struct {
 
 /* The medians of REPS (after 2 warm-ups) forward + backward pairs of an open session, each
  * part's median on its own (so the total's need not be the parts' sum). */
-static step_times median_step(gpu_session *s)
+static step_times median_step(gpu_session *s, gpu_small_mode small)
 {
-  gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_OFF, GPU_GATHER_AUTO};
+  gpu_fwd_config fc = {0, 0, 0, small, GPU_GATHER_AUTO};
   double fwd[REPS], total[REPS];
   gpu_bwd_stats b[REPS];
   for (int i = -2; i < REPS; i++) {
@@ -184,7 +191,7 @@ static void run_hoist(const char *name, const char *text, tbe_batch *b, const tb
   for (int h = 0; h < 2; h++) {
     const gpu_bwd_config g = {.hoist = h};
     gpu_session *s = open_bwd(b, l, bwd->cfg, &g, bwd);
-    t[h] = median_step(s);
+    t[h] = median_step(s, GPU_SMALL_OFF);
     const gpu_bwd_stats *m = &t[h].bwd;
     printf("  hoist %-3s forward %8.3f ms backward %8.3f ms total %8.3f ms | sort %6.3f class "
            "%6.3f%s, in the forward %6.3f | %s\n", h ? "on" : "off", t[h].fwd, m->ms, t[h].total,
@@ -203,6 +210,66 @@ static void run_hoist(const char *name, const char *text, tbe_batch *b, const tb
          100.0 * (t[1].total - t[0].total) / t[0].total);
 }
 
+/* The weights and momentum of bwd.small_tc=on on b, every feature on the small forward path:
+ * ref_backward_small_call on copies (malloc'd into *w, *m). */
+static void small_tc_model(tbe_batch *b, const tbe_layout *l, const gen_bwd *bwd, void **w,
+                           float **m)
+{
+  const size_t wb = tbe_dtype_size(b->wdtype) * (size_t)b->table_offset[b->num_tables];
+  const size_t mb = sizeof(float) * (size_t)ref_bwd_rows(b);
+  unsigned char *small = malloc((size_t)b->T), *tables = malloc((size_t)b->num_tables * 2 + 1);
+  for (int32_t t = 0; t < b->T; t++)
+    small[t] = (unsigned char)ref_small_eligible(b, t);
+  ref_small_tc_tables(b, bwd->cfg, small, tables);
+  void *keep = b->weights;
+  *w = malloc(wb + 1);
+  *m = malloc(mb + 1);
+  memcpy(*w, keep, wb);
+  memcpy(*m, bwd->momentum, mb);
+  b->weights = *w;
+  tbe_status st = ref_backward_small_call(b, l, bwd->cfg, bwd->grad_output, tables, *m, NULL,
+                                          tables + b->num_tables);
+  b->weights = keep;
+  if (st.code != TBE_OK)
+    die("bwd.small_tc model", st);
+  free(small);
+  free(tables);
+}
+
+/* bwd.small_tc off and on on shape name (its fwd.small=on): forward, backward and total side by
+ * side, off held to the reference's bits, on to the model's. */
+static void run_small_tc(const char *name, const char *text, tbe_batch *b, const tbe_layout *l,
+                         const gen_bwd *bwd, const void *ref_w, const float *ref_m)
+{
+  void *model_w;
+  float *model_m;
+  small_tc_model(b, l, bwd, &model_w, &model_m);
+  step_times t[2];
+  for (int on = 0; on < 2; on++) {
+    const gpu_bwd_config g = {.small_tc = on};
+    gpu_session *s = open_bwd(b, l, bwd->cfg, &g, bwd);
+    t[on] = median_step(s, GPU_SMALL_ON);
+    const gpu_bwd_stats *m = &t[on].bwd;
+    printf("  small_tc %-3s forward %8.3f ms backward %8.3f ms total %8.3f ms | sort %6.3f "
+           "class %6.3f short %7.3f long %7.3f small %7.3f, %d tables | %s\n", on ? "on" : "off",
+           t[on].fwd, m->ms, t[on].total, m->sort_ms, m->classify_ms, m->short_ms, m->long_ms,
+           m->small_ms, m->small_tc_tables,
+           check(s, b, l, bwd, on ? model_w : ref_w, on ? model_m : ref_m));
+    fflush(stdout);
+    const char *cfg = on ? "small_tc-on" : "small_tc-off";
+    const double bytes = bwd_bytes(b, l);
+    bench_db_figure(rec, name, text, "gpu:step-forward", cfg, t[on].fwd, bytes / 2, copy_gbps);
+    bench_db_figure(rec, name, text, "gpu:step-backward", cfg, m->ms, bytes, copy_gbps);
+    bench_db_figure(rec, name, text, "gpu:step", cfg, t[on].total, 1.5 * bytes, copy_gbps);
+    gpu_session_close(s);
+  }
+  printf("  small_tc on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)\n",
+         t[1].fwd - t[0].fwd, t[1].bwd.ms - t[0].bwd.ms, t[1].total - t[0].total,
+         100.0 * (t[1].total - t[0].total) / t[0].total);
+  free(model_w);
+  free(model_m);
+}
+
 /* hoist_only: --hoist, the bwd.hoist comparison alone */
 static int hoist_only;
 
@@ -210,6 +277,14 @@ static int hoisted_shape(const char *name)
 {
   for (size_t k = 0; k < sizeof hoist_shapes / sizeof hoist_shapes[0]; k++)
     if (!strcmp(hoist_shapes[k], name))
+      return 1;
+  return 0;
+}
+
+static int small_tc_shape(const char *name)
+{
+  for (size_t k = 0; k < sizeof small_tc_shapes / sizeof small_tc_shapes[0]; k++)
+    if (!strcmp(small_tc_shapes[k], name))
       return 1;
   return 0;
 }
@@ -235,7 +310,7 @@ static void run_shape(const char *name)
     die("reference", st);
   double ref_s = omp_get_wtime() - t0;
   printf("%-4s %s\n", name, text);
-  for (int v = 0; v < NVAR && !hoist_only; v++) {
+  for (int v = 0; v < NVAR && !hoist_only && !small_tc_shape(name); v++) {
     ref_bwd_config cfg = *bwd.cfg;
     cfg.combine = variants[v].combine;
     gpu_session *s = open_bwd(&b, &l, &cfg, &variants[v].g, &bwd);
@@ -253,6 +328,8 @@ static void run_shape(const char *name)
   }
   if (hoisted_shape(name))
     run_hoist(name, text, &b, &l, &bwd, ref_w, ref_m);
+  if (small_tc_shape(name))
+    run_small_tc(name, text, &b, &l, &bwd, ref_w, ref_m);
   printf("  (reference backward on the CPU: %.1f s, %d threads)\n", ref_s, omp_get_max_threads());
   free(ref_w);
   free(ref_m);
@@ -357,6 +434,9 @@ int main(int argc, char **argv)
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
     if (wanted(shapes[k]) && (!hoist_only || hoisted_shape(shapes[k])))
       run_shape(shapes[k]);
+  for (size_t k = 0; k < sizeof small_tc_shapes / sizeof small_tc_shapes[0]; k++)
+    if (wanted(small_tc_shapes[k]) && !hoist_only)
+      run_shape(small_tc_shapes[k]);
   if (wanted("SL") && !hoist_only)
     run_sweep();
   bench_db_close(rec);

@@ -39,7 +39,7 @@
 # tests:300), so the call always ends with its table; a part named with a trailing & (quoted:
 # 'faults&') runs in the background beside the parts after it, and the part `wait` waits for
 # every one of those (a benchmark after it runs alone). FAULTS="a b=d1,d2" picks the faults
-# part's faults (default: all eight) and, after =, the detectors b runs; their trees build beside
+# part's faults (default: all nine) and, after =, the detectors b runs; their trees build beside
 # the clean build. The device returns at most 8 files: everything but the table goes into
 # logs.tgz.
 set -uo pipefail
@@ -71,7 +71,7 @@ trap finish EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOGS/gpu.txt"
 # the fault trees (when the faults part is named) build beside the clean build: each compile's
 # long pole is one big CUDA file, so three builds side by side take little longer than one
-read -ra FAULT_SPECS <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap steal_skip bulk_no_wait hoist_stale}"
+read -ra FAULT_SPECS <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap steal_skip bulk_no_wait hoist_stale small_tc_one_chain}"
 build_here() {
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \

@@ -138,6 +138,13 @@ FAULTS = {
                          "backward after a new upload runs on the previous batch's runs "
                          "(gpu/engine.cu)",
         tests=["gpu_backward"], expect=["gpu_backward"]),
+    # bwd.small_tc's order: the lo parts' MMAs go into the hi chain, the order the model's unit
+    # tests pin as different; held by the model's bits in gpu_backward's small_tc test and in
+    # the bwd.small_tc=on cases (path backward.small; not measured yet)
+    "small_tc_one_chain": dict(
+        gpu=True, breaks="bwd.small_tc: the lo parts' MMAs accumulate into the hi chain, one "
+                         "chain in place of two (gpu/backward_small.cu)",
+        tests=["gpu_backward", "cli_gpu"], expect=["gpu_backward", "cli_gpu", "cases"]),
 }
 
 

@@ -18,6 +18,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "backward_impl.cuh"
+#include "backward_small.h"
 #include "cuda_check.h"
 #include "gpu_internal.h"
 
@@ -240,8 +241,23 @@ struct gpu_bwd {
   size_t weight_bytes;
   int64_t rows, short_cap[BWD_BUCKETS];
   int fused, no_bucket, no_direct, noise, hoist;
+  const tbe_batch *h;
+  /* bwd.small_tc, opened with it (tc_open): the device plan and this call's flags, the counts the
+   * forward saves (counts_base[t]: feature t's first bag's row, -1 none) and the host's copy of
+   * the plan last uploaded */
+  int small_tc, tc_open;
+  unsigned char *tc_plan, *tc_ok;
+  uint16_t *tc_counts;
+  std::vector<int64_t> counts_base;
+  std::vector<unsigned char> plan_host;
+  /* bwd.small_tc without a bounds check (the offsets the host holds are the call's): the tables
+   * of the host's batch and grad_output that the rule takes (ref_small_tc_taken_from, at open
+   * and upload), and whether the current plan takes every table a feature uses, so no position
+   * is left to the generic tiers and the metadata is not made */
+  std::vector<unsigned char> tables, host_taken;
+  bool tc_all;
   gpu_noise noise_kernel;
-  cudaEvent_t ev[6];
+  cudaEvent_t ev[7];
   cudaEvent_t hoist_ev[2]; /* around the metadata that the last forward enqueued (bwd.hoist) */
   bool timed;
   bool hoisted;            /* the last enqueue took its metadata from the forward */
@@ -278,6 +294,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.steal != 0 && c.steal != 1                                ? "steal"
                     : c.bulk < GPU_BULK_AUTO || c.bulk > GPU_BULK_OFF             ? "bulk"
                     : c.hoist != 0 && c.hoist != 1                                ? "hoist"
+                    : c.small_tc != 0 && c.small_tc != 1                          ? "small_tc"
                                                                                   : nullptr;
   if (bad)
     return tbe_error(TBE_EINVAL, bad, -1, "gpu_bwd_config.%s holds a value the backward does not "
@@ -289,6 +306,13 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   if (!setup && c.no_direct != g->no_direct)
     return tbe_error(TBE_EINVAL, "no_direct", -1, "no_direct sized the backward's buffers when it "
                      "was opened; it cannot change afterwards");
+  if (c.small_tc && w.opt.kind != REF_OPT_ROWWISE_ADAGRAD)
+    return tbe_error(TBE_EINVAL, "small_tc", -1, "gpu_bwd_config.small_tc updates rows with "
+                     "row-wise Adagrad only; this backward was opened with another optimizer");
+  if (!setup && c.small_tc && !g->tc_open)
+    return tbe_error(TBE_EINVAL, "small_tc", -1, "small_tc sized the backward's buffers (the "
+                     "saved counts, the segments' partials) when it was opened; open the "
+                     "backward with it to turn it on later");
   if (c.bulk == GPU_BULK_ON && !w.atomic)
     return tbe_error(TBE_EINVAL, "bulk", -1, "gpu_bwd_config.bulk is a way of adding the atomic "
                      "combine's partials; this backward was opened with the deterministic combine");
@@ -305,7 +329,76 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;
   g->hoist = c.hoist;
+  g->small_tc = c.small_tc;
+  if (!c.small_tc)
+    w.tc_ok = nullptr;
   return tbe_ok();
+}
+
+/* bwd.small_tc's buffers: the tables it may ever take (ref_small_tc_tables with every feature
+ * that the small forward path can take), their segments in ref/backward_small.c's order, the
+ * counts' rows of their features, the partials and touched rows. */
+static tbe_status small_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
+                              const ref_bwd_config *cfg, const int64_t *rows_cumsum)
+{
+  dev_bwd &w = g->w;
+  std::vector<unsigned char> elig(h->T), tabs(h->num_tables);
+  for (int32_t t = 0; t < h->T; t++)
+    elig[t] = (unsigned char)ref_small_eligible(h, t);
+  ref_small_tc_tables(h, cfg, elig.data(), tabs.data());
+  std::vector<bwd_small_table> tables;
+  std::vector<bwd_small_seg> segs;
+  g->counts_base.assign(h->T, -1);
+  int64_t crows = 0;
+  for (int32_t j = 0; j < h->num_tables; j++) {
+    if (!tabs[j])
+      continue;
+    bwd_small_table tb = {h->E[j], rows_cumsum[j], h->table_offset[j], j, h->D[j],
+                          (int32_t)segs.size(), 0};
+    for (int32_t t = 0; t < h->T; t++) {
+      if (h->feature_table_map[t] != j)
+        continue;
+      g->counts_base[t] = crows;
+      for (int64_t b0 = l->B_offsets[t]; b0 < l->B_offsets[t + 1]; b0 += REF_SMALL_SEG)
+        segs.push_back({b0, crows + b0 - l->B_offsets[t],
+                        (int32_t)std::min<int64_t>(REF_SMALL_SEG, l->B_offsets[t + 1] - b0),
+                        (int32_t)tables.size()});
+      crows += l->B_offsets[t + 1] - l->B_offsets[t];
+    }
+    tb.nseg = (int32_t)segs.size() - tb.seg0;
+    tables.push_back(tb);
+  }
+  void *p;
+  STATUS_TRY(g->arena.alloc((size_t)h->num_tables, (void **)&g->tc_plan));
+  STATUS_TRY(g->arena.alloc((size_t)h->num_tables, (void **)&g->tc_ok));
+  GPU_TRY(cudaMemset(g->tc_plan, 0, (size_t)h->num_tables));
+  g->plan_host.assign(h->num_tables, 0);
+  STATUS_TRY(bwd_alloc(g, tbe_mul_size((size_t)crows, REF_SMALL_MAX_E), sizeof(uint16_t), &p));
+  g->tc_counts = (uint16_t *)p;
+  STATUS_TRY(g->arena.upload(segs.data(), sizeof(bwd_small_seg) * segs.size(), &p));
+  w.tc_segs = (const bwd_small_seg *)p;
+  STATUS_TRY(g->arena.upload(tables.data(), sizeof(bwd_small_table) * tables.size(), &p));
+  w.tc_tables = (const bwd_small_table *)p;
+  STATUS_TRY(bwd_alloc(g, tbe_mul_size(segs.size(), (size_t)REF_SMALL_MAX_E * 128),
+                       sizeof(float), &p));
+  w.tc_part = (float *)p;
+  STATUS_TRY(bwd_alloc(g, tables.size(), REF_SMALL_MAX_E, &p));
+  w.tc_touched = (unsigned char *)p;
+  w.tc_plan = g->tc_plan;
+  w.tc_counts = g->tc_counts;
+  w.tc_nseg = (int32_t)segs.size();
+  w.tc_ntables = (int32_t)tables.size();
+  g->tables = tabs;
+  g->tc_open = 1;
+  return tbe_ok();
+}
+
+/* host_taken from the host's batch h and grad_output (small_setup's tables). */
+static tbe_status small_host_taken(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
+                                   const ref_bwd_config *cfg, const void *grad_output)
+{
+  g->host_taken.assign(h->num_tables, 0);
+  return ref_small_tc_taken_from(h, l, cfg, grad_output, g->tables.data(), g->host_taken.data());
 }
 
 static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
@@ -324,6 +417,10 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.threshold = (int32_t)std::min<int64_t>(cfg->threshold, INT32_MAX);
   w.chunk = (int32_t)std::min<int64_t>(cfg->chunk, INT32_MAX);
   w.atomic = cfg->combine == REF_COMBINE_ATOMIC;
+  const ref_opt_config &o = cfg->opt;
+  w.opt = {o.kind, o.wd, o.lr, o.eps, o.lambda, o.sr, (uint32_t)o.seed, (uint32_t)(o.seed >> 32),
+           o.step};
+  g->h = h;
   STATUS_TRY(bwd_config(g, gc, true));
   w.order_key = cfg->opt.seed ^ 0x6f72646572ull; /* the case seed's, apart from Philox's use */
   w.max_D = l->max_D;
@@ -331,9 +428,6 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   for (int32_t j = 0; j < h->num_tables; j++)
     if (h->D[j] % 4)
       w.vec = 1; /* vector loads need every row, slice and table to start at a multiple of 4 */
-  const ref_opt_config &o = cfg->opt;
-  w.opt = {o.kind, o.wd, o.lr, o.eps, o.lambda, o.sr, (uint32_t)o.seed, (uint32_t)(o.seed >> 32),
-           o.step};
 
   std::vector<int64_t> rows_cumsum(h->num_tables + 1, 0);
   for (int32_t j = 0; j < h->num_tables; j++)
@@ -350,6 +444,10 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   GPU_TRY(cudaMemcpy(p, rows_cumsum.data(), sizeof(int64_t) * rows_cumsum.size(),
                      cudaMemcpyHostToDevice));
   w.rows_cumsum = (const int64_t *)p;
+  if (g->small_tc) {
+    STATUS_TRY(small_setup(g, h, l, cfg, rows_cumsum.data()));
+    STATUS_TRY(small_host_taken(g, h, l, cfg, grad_output));
+  }
 
   /* the transpose */
   const size_t ksz = w.key64 ? 8 : 4;
@@ -464,6 +562,10 @@ tbe_status gpu_bwd_open(const tbe_batch *h, const tbe_layout *l, const dev_batch
   memset(g->hoist_ev, 0, sizeof g->hoist_ev);
   g->pristine_weights = nullptr;
   g->pristine_momentum = nullptr;
+  g->tc_plan = g->tc_ok = nullptr;
+  g->tc_counts = nullptr;
+  g->tc_open = 0;
+  g->tc_all = false;
   tbe_status st = bwd_setup(g, h, l, b, cfg, gc, grad_output, momentum);
   if (st.code != TBE_OK) {
     delete g;
@@ -504,6 +606,13 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   if (momentum && g->pristine_momentum)
     GPU_TRY(cudaMemcpy(g->pristine_momentum, momentum, sizeof(float) * (size_t)g->rows,
                        cudaMemcpyHostToDevice));
+  if (g->tc_open) {
+    ref_bwd_config c = {}; /* ref_small_tc_taken_from reads only the clip */
+    c.clip = g->w.clip;
+    STATUS_TRY(small_host_taken(g, h, l, &c, grad_output));
+    for (int32_t t = 0; t < h->T; t++) /* until the next plan: no table may leave the path */
+      g->tc_all = g->tc_all && g->host_taken[h->feature_table_map[t]];
+  }
   return tbe_ok();
 }
 
@@ -523,8 +632,12 @@ static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool t
   dev_bwd &w = g->w;
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[0], stream));
+  if (w.tc_ok) /* before the keys, which read which tables it takes */
+    STATUS_TRY(gpu_bwd_small_check(w, stream));
   GPU_TRY(cudaMemsetAsync(w.counts, 0, METADATA_COUNTS, stream));
-  if (w.b.N > 0) {
+  /* bwd.small_tc takes every table (tc_all): no run is left, the zeroed counts say so */
+  const bool none = w.tc_ok && g->tc_all;
+  if (w.b.N > 0 && !none) {
     if (w.key64)
       STATUS_TRY(gpu_transpose<uint64_t>(w, g->t, fatal_state, stream));
     else
@@ -532,7 +645,7 @@ static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool t
   }
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[1], stream));
-  if (w.b.N > 0) {
+  if (w.b.N > 0 && !none) {
     const unsigned blocks =
         (unsigned)std::min<int64_t>((w.b.N + CLS_BLOCK - 1) / CLS_BLOCK, gpu_bwd_max_blocks());
     if (w.direct_D)
@@ -547,6 +660,40 @@ static tbe_status bwd_metadata(gpu_bwd *g, const dev_bounds *fatal_state, bool t
 }
 
 int gpu_bwd_hoist(const gpu_bwd *g) { return g->hoist; }
+
+int gpu_bwd_small_all(const gpu_bwd *g) { return g->w.tc_ok && g->tc_all; }
+
+uint16_t *gpu_bwd_small_counts(const gpu_bwd *g, const int64_t **base)
+{
+  *base = g->small_tc ? g->counts_base.data() : nullptr;
+  return g->small_tc ? g->tc_counts : nullptr;
+}
+
+tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, tbe_bounds_mode mode,
+                              cudaStream_t stream)
+{
+  if (!g->small_tc)
+    return tbe_ok();
+  const tbe_batch *h = g->h;
+  ref_bwd_config c = {}; /* ref_small_tc_tables reads only the optimizer's kind */
+  c.opt.kind = g->w.opt.kind;
+  std::vector<unsigned char> tabs(h->num_tables);
+  ref_small_tc_tables(h, &c, small, tabs.data());
+  if (tabs != g->plan_host) { /* only when it changes: never inside a capture */
+    g->plan_host = tabs;        /* the copy reads it after this returns: a member, kept */
+    GPU_TRY(cudaMemcpyAsync(g->tc_plan, g->plan_host.data(), tabs.size(),
+                            cudaMemcpyHostToDevice, stream));
+  }
+  const bool any = std::find(tabs.begin(), tabs.end(), 1) != tabs.end();
+  g->w.tc_ok = any ? g->tc_ok : nullptr;
+  /* the device's check then clears no table: the same rule on the same offsets and G */
+  g->tc_all = any && mode == TBE_BOUNDS_NONE;
+  for (int32_t t = 0; t < h->T; t++) {
+    const int32_t j = h->feature_table_map[t];
+    g->tc_all = g->tc_all && tabs[j] && g->host_taken[j];
+  }
+  return tbe_ok();
+}
 
 tbe_status gpu_bwd_hoisted_metadata(gpu_bwd *g, const dev_bounds *fatal_state,
                                     cudaStream_t stream)
@@ -602,6 +749,10 @@ tbe_status gpu_bwd_enqueue(gpu_bwd *g, const dev_bounds *fatal_state, int timed,
   }
   if (timed)
     GPU_TRY(cudaEventRecord(g->ev[5], stream));
+  if (w.tc_ok)
+    STATUS_TRY(gpu_bwd_small(w, fatal_state, stream));
+  if (timed)
+    GPU_TRY(cudaEventRecord(g->ev[6], stream));
   return tbe_ok();
 }
 
@@ -609,9 +760,9 @@ tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
 {
   memset(st, 0, sizeof *st);
   if (g->timed) {
-    GPU_TRY(cudaEventSynchronize(g->ev[5]));
-    float ms[5];
-    for (int i = 0; i < 5; i++)
+    GPU_TRY(cudaEventSynchronize(g->ev[6]));
+    float ms[6];
+    for (int i = 0; i < 6; i++)
       GPU_TRY(cudaEventElapsedTime(&ms[i], g->ev[i], g->ev[i + 1]));
     if (g->hoisted) { /* zero by the rule, not by measuring two events back to back */
       ms[0] = ms[1] = 0;
@@ -624,7 +775,8 @@ tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
     st->psw_ms = ms[2];
     st->short_ms = ms[3];
     st->long_ms = ms[4];
-    st->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4];
+    st->small_ms = ms[5];
+    st->ms = ms[0] + ms[1] + ms[2] + ms[3] + ms[4] + ms[5];
   }
   st->hoisted = g->hoisted;
   GPU_TRY(cudaDeviceSynchronize());
@@ -633,6 +785,12 @@ tbe_status gpu_bwd_stats_get(gpu_bwd *g, gpu_bwd_stats *st)
   st->runs = c.num_runs;
   st->long_runs = c.longs;
   st->chunks = c.chunks;
+  if (g->w.tc_ok) {
+    std::vector<unsigned char> ok(g->h->num_tables);
+    GPU_TRY(cudaMemcpy(ok.data(), g->w.tc_ok, ok.size(), cudaMemcpyDeviceToHost));
+    for (unsigned char x : ok)
+      st->small_tc_tables += x;
+  }
   return tbe_ok();
 }
 
@@ -644,7 +802,9 @@ tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
   r->weights = malloc(g->weight_bytes + 1);
   r->momentum = w.momentum ? (float *)malloc(sizeof(float) * (size_t)g->rows + 1) : nullptr;
   r->psw_grad = w.psw_grad ? (float *)malloc(sizeof(float) * (size_t)h->N + 1) : nullptr;
-  if (!r->weights || (w.momentum && !r->momentum) || (w.psw_grad && !r->psw_grad)) {
+  r->small_tc_mask = (unsigned char *)calloc((size_t)h->T + 1, 1);
+  if (!r->weights || (w.momentum && !r->momentum) || (w.psw_grad && !r->psw_grad) ||
+      !r->small_tc_mask) {
     gpu_bwd_result_free(r);
     return tbe_error(TBE_ENOMEM, "gpu", -1, "cannot allocate host copies of the backward");
   }
@@ -655,6 +815,12 @@ tbe_status gpu_bwd_results(gpu_bwd *g, const tbe_batch *h, gpu_bwd_result *r)
   if (w.psw_grad)
     GPU_TRY(cudaMemcpy(r->psw_grad, w.psw_grad, sizeof(float) * (size_t)h->N,
                        cudaMemcpyDeviceToHost));
+  if (w.tc_ok) {
+    std::vector<unsigned char> ok(h->num_tables);
+    GPU_TRY(cudaMemcpy(ok.data(), w.tc_ok, ok.size(), cudaMemcpyDeviceToHost));
+    for (int32_t t = 0; t < h->T; t++)
+      r->small_tc_mask[t] = ok[h->feature_table_map[t]];
+  }
   return tbe_ok();
 }
 
@@ -663,5 +829,6 @@ extern "C" void gpu_bwd_result_free(gpu_bwd_result *r)
   free(r->weights);
   free(r->momentum);
   free(r->psw_grad);
+  free(r->small_tc_mask);
   memset(r, 0, sizeof *r);
 }

@@ -68,6 +68,20 @@ struct bwd_counts {
   unsigned int steal_chunk, steal_apply;
 };
 
+/* bwd.small_tc (backward_small.cu): a segment of a small table's bags, REF_SMALL_SEG at most,
+ * and a small table; the host lists them once, every table the path may ever take, its
+ * segments back to back in ref/backward_small.c's order. */
+struct bwd_small_seg {
+  int64_t bag0;  /* its first bag */
+  int64_t crow;  /* that bag's row of the saved counts */
+  int32_t nbags;
+  int32_t table; /* its table's slot in tc_tables */
+};
+struct bwd_small_table {
+  int64_t E, key0, woff; /* rows, the first row's key (its momentum) and weight element */
+  int32_t j, D, seg0, nseg;
+};
+
 /* Everything the backward kernels read, as device pointers; sizes are host-known bounds. */
 struct dev_bwd {
   dev_batch b;
@@ -122,6 +136,16 @@ struct dev_bwd {
                                   grid; 0: grid-stride loops */
   int bulk;                    /* bwd.bulk (atomic only): the chunk kernel's partials go to
                                   w.acc by bulk reduce from shared memory (backward_long.cu) */
+  /* bwd.small_tc (NULL tc_ok: off, or no table may take it in this configuration) */
+  const unsigned char *tc_plan; /* [num_tables] 1: the host's plan gives the table the path */
+  unsigned char *tc_ok;        /* [num_tables] this call's: the plan less the fallbacks (the
+                                  check kernel), read by the keys kernel and the path */
+  const uint16_t *tc_counts;   /* [rows of counts][REF_SMALL_MAX_E] fp16 counts the forward saved */
+  const bwd_small_seg *tc_segs;
+  const bwd_small_table *tc_tables;
+  int32_t tc_nseg, tc_ntables;
+  float *tc_part;              /* [tc_nseg][REF_SMALL_MAX_E][128] the segments' partials */
+  unsigned char *tc_touched;   /* [tc_ntables][REF_SMALL_MAX_E] rows some count touched */
 };
 
 __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
@@ -537,5 +561,11 @@ int64_t gpu_bwd_max_blocks();
 /* Launchers (backward_short.cu, backward_long.cu); each reads its counts on the device. */
 tbe_status gpu_bwd_short(const dev_bwd &w, int bucket, int64_t cap, cudaStream_t stream);
 tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream);
+/* bwd.small_tc (backward_small.cu), when w.tc_ok: the check that sets this call's tc_ok from the
+ * plan (part of the metadata: the keys kernel reads it; a FATAL stop needs nothing here, its
+ * keys are all the sentinel and the path sees state), and the path's segments and row updates;
+ * state as for gpu_transpose. */
+tbe_status gpu_bwd_small_check(const dev_bwd &w, cudaStream_t stream);
+tbe_status gpu_bwd_small(const dev_bwd &w, const dev_bounds *state, cudaStream_t stream);
 
 #endif

@@ -7,13 +7,19 @@
  * for each replay; with bwd.hoist, the graph's forward makes the backward's metadata). The
  * hoisted metadata (bwd.hoist=on) belongs to one batch: a backward after a new upload and its
  * forward gives the new batch's bits, and one without a hoisted forward of the current inputs
- * is refused. SKIPs (exit 77) without a GPU. Not `tbecheck run` over
+ * is refused. bwd.small_tc=on: the small tables' weights and momentum equal
+ * ref_backward_small_call's (the tensor-core model on the tables the GPU says it took, the
+ * normative backward on the rest) bit for bit over several shapes, each with the tables taken
+ * or fallen back as the model says, and counts of another batch are refused. SKIPs (exit 77)
+ * without a GPU. Not `tbecheck run` over
  * cases/gpu_backward.cases (cli_gpu), where one call never uploads a second batch.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward_small.h"
+#include "bounds.h"
 #include "case.h"
 #include "race.h"
 #include "tbe_gpu.h"
@@ -270,6 +276,120 @@ static int hoist_test(const char *a, const char *b, gpu_long_mode long_mode)
   return fail;
 }
 
+/* The weights and momentum that a call with bwd.small_tc=on must give on r, whose forward put
+ * features small[t] (the GPU's small_mask) on the small path: ref_backward_small_call on r's
+ * repaired inputs; *w and *m malloc'd, taken[num_tables]. */
+static tbe_status small_tc_expected(ref_case *r, const unsigned char *small, void **w, float **m,
+                                    unsigned char *taken)
+{
+  tbe_batch *b = &r->b;
+  const size_t isz = tbe_itype_size(b->itype), ib = isz * (size_t)b->N;
+  const size_t ob = isz * (size_t)(r->l.total_B + 1);
+  const size_t wb = tbe_dtype_size(b->wdtype) * (size_t)b->table_offset[b->num_tables];
+  const size_t mb = sizeof(float) * (size_t)ref_bwd_rows(b);
+  void *i0 = malloc(ib + 1), *o0 = malloc(ob), *keep = b->weights;
+  unsigned char *tables = malloc((size_t)b->num_tables);
+  *w = malloc(wb + 1);
+  *m = malloc(mb + 1);
+  memcpy(i0, b->indices, ib);
+  memcpy(o0, b->offsets, ob);
+  memcpy(*w, keep, wb);
+  memcpy(*m, r->bwd.momentum, mb);
+  int64_t warnings;
+  tbe_status st = ref_bounds_check(b, &r->l, r->mode, &warnings);
+  ref_small_tc_tables(b, r->bwd.cfg, small, tables);
+  b->weights = *w;
+  if (st.code == TBE_OK)
+    st = ref_backward_small_call(b, &r->l, r->bwd.cfg, r->bwd.grad_output, tables, *m, NULL,
+                                 taken);
+  b->weights = keep;
+  memcpy(b->indices, i0, ib);
+  memcpy(b->offsets, o0, ob);
+  free(i0);
+  free(o0);
+  free(tables);
+  return st;
+}
+
+/* bwd.small_tc=on on case text (fwd.small=on, with or without the hoist): weights, momentum and
+ * small_tc_mask as small_tc_expected says, with `want` tables taken, and no metadata made (0
+ * runs) exactly when nometa (bounds=none, every table taken); then, after an upload of the same
+ * inputs without a forward, the backward must be refused as small_tc's. */
+static int small_tc_test(const char *text, int want, int hoist, int nometa)
+{
+  ref_case r;
+  if (ref_case_run(text, &r))
+    return 1;
+  gpu_session *s;
+  const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_ON, GPU_GATHER_AUTO};
+  const gpu_bwd_config gc = {.hoist = hoist, .small_tc = 1};
+  gpu_fwd_result f = {0};
+  gpu_bwd_result g = {0};
+  tbe_status st = gpu_session_open(&r.b, &r.l, &s);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_open(s, r.bwd.cfg, &gc, r.bwd.grad_output, r.bwd.momentum);
+  if (st.code == TBE_OK)
+    st = gpu_session_forward(s, r.mode, &fc, 0, NULL);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward(s, NULL);
+  if (st.code == TBE_OK)
+    st = gpu_session_results(s, &f);
+  if (st.code == TBE_OK)
+    st = gpu_session_backward_results(s, &g);
+  void *w = NULL;
+  float *m = NULL;
+  unsigned char *taken = calloc((size_t)r.b.num_tables, 1);
+  if (st.code == TBE_OK)
+    st = small_tc_expected(&r, f.small_mask, &w, &m, taken);
+  int fail = st.code != TBE_OK;
+  if (fail)
+    printf("FAIL  %s: %s\n", text, st.message);
+  int got = 0;
+  for (int32_t j = 0; j < r.b.num_tables; j++)
+    got += taken[j];
+  for (int32_t t = 0; !fail && t < r.b.T; t++)
+    if (g.small_tc_mask[t] != taken[r.b.feature_table_map[t]]) {
+      printf("FAIL  %s: feature %d: the GPU says %s, the model %s\n", text, t,
+             g.small_tc_mask[t] ? "taken" : "not taken",
+             taken[r.b.feature_table_map[t]] ? "taken" : "not taken");
+      fail = 1;
+    }
+  const size_t wb = tbe_dtype_size(r.b.wdtype) * (size_t)r.b.table_offset[r.b.num_tables];
+  if (!fail && (memcmp(g.weights, w, wb) ||
+                memcmp(g.momentum, m, sizeof(float) * (size_t)ref_bwd_rows(&r.b)))) {
+    printf("FAIL  %s: the weights or momentum differ from the model's\n", text);
+    fail = 1;
+  }
+  if (!fail && got != want) {
+    printf("FAIL  %s: %d tables taken, the case is built for %d\n", text, got, want);
+    fail = 1;
+  }
+  if (!fail && (g.stats.runs == 0) != nometa) {
+    printf("FAIL  %s: %lld runs: the metadata was %s\n", text, (long long)g.stats.runs,
+           nometa ? "made though every table is taken without a bounds check" : "left out");
+    fail = 1;
+  }
+  if (st.code == TBE_OK) { /* the same inputs again, without their forward */
+    st = gpu_session_upload(s, &r.b, r.bwd.grad_output, r.bwd.momentum);
+    const tbe_status again = st.code == TBE_OK ? gpu_session_backward(s, NULL) : st;
+    if (!(again.code == TBE_EINVAL && !strcmp(again.field, "small_tc"))) {
+      printf("FAIL  %s: a backward after an upload without its forward was not refused as "
+             "small_tc's: %s\n", text, again.code == TBE_OK ? "it ran" : again.message);
+      fail = 1;
+    }
+  }
+  printf("%s  bwd.small_tc=on (bwd.hoist=%s), %d tables taken, bit for bit the model's: %s\n",
+         fail ? "FAIL" : "pass", hoist ? "on" : "off", got, text);
+  free(w);
+  free(m);
+  free(taken);
+  gpu_fwd_result_free(&f);
+  gpu_bwd_result_free(&g);
+  gpu_session_close(s);
+  ref_case_free(&r);
+  return fail;
+}
+
 int main(void)
 {
   char desc[256];
@@ -297,5 +417,37 @@ int main(void)
   fail |= graph_test(graph[0], graph[1], 0, 1);
   fail |= hoist_test(graph[0], graph[1], GPU_LONG_ACCUM);
   fail |= hoist_test(graph[0], graph[1], GPU_LONG_FUSED);
+  static const struct {
+    const char *text;
+    int taken, hoist, nometa;
+  } small_tc[] = {
+      /* one segment and a partial k-step; SUM */
+      {"T=1 B=37 E=50 D=128 L=20 wdtype=fp16 fwd.small=on opt=rowwise_adagrad seed=41", 1, 0, 0},
+      /* many segments (B = 3.5 * 256), MEAN with empty bags, clipping, E = 64 (the limit) */
+      {"T=1 B=900 E=64 D=64 L=0..60 pool=mean wdtype=fp16 fwd.small=on opt=rowwise_adagrad "
+       "clip=0.5 seed=42", 1, 0, 0},
+      /* D = 72 and 120 (multiples of 8 only: the small forward's rule), E = 1 and 17, a shared
+       * table (features 0 and 2), a large generic table beside them, L2 weight decay */
+      {"T=4 B=700 E=17,1,5000 D=72,120,64 map=0,1,0,2 L=30 dist=zipf:1.1 wdtype=fp16 "
+       "fwd.small=on opt=rowwise_adagrad wd=l2 lambda=0.01 invalid=0.01 seed=43", 2, 0, 0},
+      /* a bag of L > 256 (L up to 300) sends the table back to the generic backward */
+      {"T=2 B=300 E=40,40 D=64,128 L=200..300 wdtype=fp16 fwd.small=on opt=rowwise_adagrad "
+       "seed=44", 0, 0, 0},
+      /* the same without a bounds check: the host sees the fallback, so the metadata is made */
+      {"T=2 B=300 E=40,40 D=64,128 L=200..300 wdtype=fp16 bounds=none fwd.small=on "
+       "opt=rowwise_adagrad seed=44", 0, 0, 0},
+      /* with the hoisted metadata, and stochastic rounding of the written rows */
+      {"T=2 B=2048 E=50,9 D=128,96 L=24 wdtype=fp16 fwd.small=on opt=rowwise_adagrad sr=1 "
+       "bwd.hoist=on seed=45", 2, 1, 0},
+      /* the bench's SB shape, reduced: no bounds check, every table taken, no metadata */
+      {"T=1 B=8192 E=50 D=128 L=128 wdtype=fp16 bounds=none fwd.small=on opt=rowwise_adagrad "
+       "seed=46", 1, 0, 1},
+      /* the same hoisted: the forward makes no metadata either */
+      {"T=1 B=8192 E=50 D=128 L=128 wdtype=fp16 bounds=none fwd.small=on opt=rowwise_adagrad "
+       "seed=46", 1, 1, 1},
+  };
+  for (size_t i = 0; i < sizeof small_tc / sizeof small_tc[0]; i++)
+    fail |= small_tc_test(small_tc[i].text, small_tc[i].taken, small_tc[i].hoist,
+                          small_tc[i].nometa);
   return fail;
 }

@@ -3,7 +3,8 @@
  * times them, captures them in a CUDA graph, and copies everything back; gpu_run then runs the
  * forward again over another poison and counts what differs (an unwritten element, or a
  * nondeterministic one). It holds the small-table path's policy (the GPU's choice alone) and,
- * with bwd.hoist=on, the record of which batch the backward's hoisted metadata belongs to.
+ * with bwd.hoist=on and bwd.small_tc=on, the record of which batch the backward's hoisted
+ * metadata and the saved small-table counts belong to.
  * Not a kernel file: the kernels are in bounds.cu, forward*.cu, transpose.cu and backward*.cu.
  *
  * Generations (bwd.hoist): s->gen names the inputs the device holds and is bumped by every
@@ -11,6 +12,8 @@
  * enqueues the backward's metadata stamps it with its own generation (meta_gen). The metadata is
  * the current inputs' exactly when meta_gen == gen: a later upload or a forward without the
  * hoist moves gen past it, and nothing else writes the indices, offsets or the metadata.
+ * The counts of bwd.small_tc follow the same rule (counts_gen): a forward that saves them stamps
+ * them, and only the small-table forward writes them.
  */
 #include <cstdlib>
 #include <cstring>
@@ -91,9 +94,12 @@ struct gpu_session {
   gpu_bwd *bwd;         /* the backward, once opened */
   cudaGraphExec_t graph;
   bool graph_hoisted;   /* the graph's forward holds the backward's metadata */
+  bool graph_counts;    /* the graph's forward saves bwd.small_tc's counts */
+  bool graph_small_all; /* the graph's backward makes no metadata (gpu_bwd_small_all) */
   uint64_t gen;         /* the inputs' generation (the file's header) */
   uint64_t fwd_gen;     /* gen of the last forward (0: none yet) */
   uint64_t meta_gen;    /* gen of the forward that made the hoisted metadata (0: none yet) */
+  uint64_t counts_gen;  /* gen of the forward that saved bwd.small_tc's counts (0: none yet) */
 };
 
 static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
@@ -144,7 +150,7 @@ static tbe_status plan_for(gpu_session *s, const gpu_fwd_config *cfg, const fwd_
     }
     const int32_t j = h->feature_table_map[t];
     p.small_features.push_back({s->l->B_offsets[t], s->l->B_offsets[t + 1] - s->l->B_offsets[t],
-                                h->table_offset[j], h->E[j], s->l->D_offsets[t], h->D[j]});
+                                h->table_offset[j], h->E[j], s->l->D_offsets[t], h->D[j], t});
   }
   STATUS_TRY(gpu_fwd_plan_make(h, s->l, features.data(), (int)features.size(), &c, &p.gather));
   s->plans.push_back(p);
@@ -239,11 +245,15 @@ static const dev_bounds *fatal_of(const gpu_session *s, tbe_bounds_mode mode)
 static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fwd_plan &p,
                                   int bounds_only)
 {
+  if (s->bwd) /* which tables bwd.small_tc takes after this forward: uploaded before it */
+    STATUS_TRY(gpu_bwd_small_plan(s->bwd, p.small.data(), mode, s->stream));
   s->fwd_gen = ++s->gen;
   const tbe_batch *h = s->h;
   const dev_batch &b = s->b;
   const size_t isz = tbe_itype_size(h->itype);
   cudaStream_t stream = s->stream;
+  const int64_t *counts_base = nullptr;
+  uint16_t *counts = s->bwd ? gpu_bwd_small_counts(s->bwd, &counts_base) : nullptr;
   GPU_TRY(cudaMemcpyAsync(b.indices, s->pristine_indices, isz * (size_t)h->N,
                           cudaMemcpyDeviceToDevice, stream));
   GPU_TRY(cudaMemcpyAsync(b.offsets, s->pristine_offsets, isz * (size_t)(b.total_B + 1),
@@ -264,7 +274,9 @@ static tbe_status enqueue_forward(gpu_session *s, tbe_bounds_mode mode, const fw
   if (!bounds_only) {
     STATUS_TRY(gpu_forward_gather(b, p.gather, fused, mode, s->state, stream));
     STATUS_TRY(gpu_forward_small(b, p.small_features.data(), (int)p.small_features.size(), fused, mode,
-                          s->state, stream));
+                          s->state, counts, counts_base, stream));
+    if (counts)
+      s->counts_gen = s->gen;
   }
   /* after every kernel above: the fused check repairs the indices inside the gather, and the
    * metadata must be made from the repaired ones, as the backward's own would be */
@@ -302,10 +314,11 @@ static const dev_bounds *fatal_state(const gpu_session *s) { return fatal_of(s, 
 /* Enqueues the open backward after the last forward (timed: with its phase events; noise:
  * beside the noise kernel, when configured): with bwd.hoist=on on the metadata that forward
  * made, only if it belongs to the current inputs (the generations of the file's header), else
- * TBE_EINVAL naming why and nothing launched. */
+ * TBE_EINVAL naming why and nothing launched; with bwd.small_tc=on, likewise for the counts. */
 static tbe_status enqueue_backward(gpu_session *s, int timed, int noise)
 {
   const int hoisted = gpu_bwd_hoist(s->bwd);
+  const int64_t *base;
 #if !defined(TBE_FAULT_HOIST_STALE) /* planted: the generation check is skipped */
   if (hoisted && s->meta_gen != s->gen)
     return tbe_error(TBE_EINVAL, "hoist", -1,
@@ -317,6 +330,15 @@ static tbe_status enqueue_backward(gpu_session *s, int timed, int noise)
                            "backward with hoist was open or configured then), so there is no "
                            "metadata of these inputs");
 #endif
+  if (gpu_bwd_small_counts(s->bwd, &base) && s->counts_gen != s->gen)
+    return tbe_error(TBE_EINVAL, "small_tc", -1,
+                     s->fwd_gen != s->gen
+                         ? "bwd.small_tc: refused: gpu_session_upload replaced the inputs after "
+                           "the last forward, so its saved counts belong to another batch (run "
+                           "the forward again)"
+                         : "bwd.small_tc: refused: the last forward saved no counts (it ran "
+                           "bounds only, or before a backward with small_tc was configured), so "
+                           "there are none of these inputs");
   if (noise)
     STATUS_TRY(gpu_bwd_noise(s->bwd)); /* on its own stream, beside what follows */
   return gpu_bwd_enqueue(s->bwd, fatal_state(s), timed, hoisted, s->stream);
@@ -381,6 +403,9 @@ extern "C" tbe_status gpu_session_capture(gpu_session *s, tbe_bounds_mode mode,
   cudaGraphDestroy(graph);
   GPU_TRY(e);
   s->graph_hoisted = s->bwd && gpu_bwd_hoist(s->bwd);
+  const int64_t *base;
+  s->graph_counts = s->bwd && gpu_bwd_small_counts(s->bwd, &base);
+  s->graph_small_all = s->bwd && gpu_bwd_small_all(s->bwd);
   return tbe_ok();
 }
 
@@ -408,10 +433,17 @@ extern "C" tbe_status gpu_session_replay(gpu_session *s)
 {
   if (!s->graph)
     return tbe_error(TBE_EINVAL, "gpu", -1, "replay before gpu_session_capture");
+  if (s->graph_small_all && !gpu_bwd_small_all(s->bwd))
+    return tbe_error(TBE_EINVAL, "small_tc", -1, "bwd.small_tc: refused: the graph's backward "
+                     "makes no metadata (every table was on the tensor-core path), and the "
+                     "inputs uploaded since send a table back to the generic backward (capture "
+                     "again)");
   /* the graph's forward: a forward of the current inputs, with its metadata when it holds it */
   s->fwd_gen = ++s->gen;
   if (s->graph_hoisted)
     s->meta_gen = s->gen;
+  if (s->graph_counts)
+    s->counts_gen = s->gen;
   GPU_TRY(cudaGraphLaunch(s->graph, s->stream));
   GPU_TRY(cudaStreamSynchronize(s->stream));
   return tbe_ok();

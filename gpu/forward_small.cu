@@ -10,6 +10,8 @@
  * D <= 128), transposed so that a B fragment is one 32-bit load; each warp covers 16 bags (the
  * M of the MMA), keeps their counts as A fragments in registers for every column tile, and
  * finishes its accumulators (tail, MEAN, store) where the MMA leaves them, without staging.
+ * With bwd.small_tc, each warp also stores its bags' counts (the fp16 A values) for the
+ * backward (gpu/backward_small.cu), after the histogram and before the MMA.
  */
 #include "cuda_check.h"
 #include "forward_small.h"
@@ -34,6 +36,7 @@ struct small_launch {
   int32_t fused;
   tbe_bounds_mode mode;
   dev_bounds *state;
+  __half *counts; /* bwd.small_tc: this feature's bag 0's row of saved counts, else NULL */
 };
 
 struct small_smem {
@@ -100,6 +103,18 @@ __device__ __forceinline__ void small_histogram(const dev_batch &b, const small_
     for (int q = 0; q < BAGS; q++)
       for (int64_t p = start[q] + REF_SMALL_HIST + lane; p < end[q]; p += 32)
         small_index<IT>(b, s, p, invalid);
+}
+
+/* ---- bwd.small_tc: the warp's 16 bags' counts as the A operand's fp16 values, KMAX per bag
+ * (rows E..K-1 zero), for the backward (each count <= 256: exact) ---- */
+__device__ __forceinline__ void small_save(const small_launch &s, int (*count)[KMAX], int64_t bb0,
+                                           int lane)
+{
+  for (int i = lane; i < BAGS * KMAX; i += 32) {
+    const int q = i / KMAX, r = i % KMAX;
+    if (bb0 + q < s.Bt)
+      s.counts[(bb0 + q) * KMAX + r] = __int2half_rn(count[q][r]);
+  }
 }
 
 /* ---- the counts as the MMA's A fragments (16 bags x K), one set for every column tile ---- */
@@ -172,6 +187,8 @@ __global__ void __launch_bounds__(WARPS * 32) small_kernel(dev_batch b, small_la
   unsigned long long invalid = 0;
   small_histogram<IT>(b, s, count, start, end, lane, invalid);
   __syncwarp();
+  if (s.counts)
+    small_save(s, count, bb0, lane);
 
   /* counts (16 bags x K) times the table (K x D), 16 rows of K at a time; the accumulators of
    * lane (g, tig): bags g and g + 8, columns nt*8 + 2*tig and the one after */
@@ -209,7 +226,8 @@ __global__ void __launch_bounds__(WARPS * 32) small_kernel(dev_batch b, small_la
 } // namespace
 
 tbe_status gpu_forward_small(const dev_batch &b, const small_feature *f, int n, int fused,
-                             tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream)
+                             tbe_bounds_mode mode, dev_bounds *d_state, uint16_t *counts,
+                             const int64_t *counts_base, cudaStream_t stream)
 {
   const size_t smem = sizeof(small_smem);
   static bool configured = false;
@@ -221,8 +239,10 @@ tbe_status gpu_forward_small(const dev_batch &b, const small_feature *f, int n, 
     configured = true;
   }
   for (int i = 0; i < n; i++) {
+    const int64_t base = counts ? counts_base[f[i].t] : -1;
     small_launch s = {f[i].bag0, f[i].Bt, f[i].table, f[i].E, f[i].col0, f[i].D, fused, mode,
-                      fused || mode == TBE_BOUNDS_FATAL ? d_state : nullptr};
+                      fused || mode == TBE_BOUNDS_FATAL ? d_state : nullptr,
+                      base >= 0 ? (__half *)counts + base * KMAX : nullptr};
     const unsigned blocks = (unsigned)((s.Bt + WARPS * BAGS - 1) / (WARPS * BAGS));
     if (blocks == 0)
       continue;

@@ -97,13 +97,16 @@ tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fus
 /* A feature on the small-table path (host-side description). */
 struct small_feature {
   int64_t bag0, Bt, table, E, col0;
-  int32_t D;
+  int32_t D, t;
 };
 
 /* The small-table tensor-core forward over the n features (each eligible: ref_small_eligible);
- * fused, mode and d_state as for gpu_forward_gather. */
+ * fused, mode and d_state as for gpu_forward_gather. With counts (bwd.small_tc), feature t's
+ * bags also store their fp16 counts (the A operand, REF_SMALL_MAX_E per bag) from row
+ * counts_base[t] on (host array; -1: not saved). */
 tbe_status gpu_forward_small(const dev_batch &b, const small_feature *f, int n, int fused,
-                             tbe_bounds_mode mode, dev_bounds *d_state, cudaStream_t stream);
+                             tbe_bounds_mode mode, dev_bounds *d_state, uint16_t *counts,
+                             const int64_t *counts_base, cudaStream_t stream);
 
 /* The noise kernel of bwd.noise=1 (noise.cu): its stream and scratch, made on first launch. */
 struct gpu_noise {
@@ -134,6 +137,20 @@ tbe_status gpu_bwd_upload(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
 /* Whether the backward takes its metadata from the forward (bwd.hoist=on, the current
  * configuration's). */
 int gpu_bwd_hoist(const gpu_bwd *g);
+/* bwd.small_tc: whether the metadata is left out (gpu_bwd_small_plan), as of the last plan and
+ * the uploads since (an upload that would send a table back makes it 0). */
+int gpu_bwd_small_all(const gpu_bwd *g);
+/* bwd.small_tc: the device buffer the forward saves its counts into and *base, their rows per
+ * feature (gpu_forward_small), or NULL when the configuration has it off. */
+uint16_t *gpu_bwd_small_counts(const gpu_bwd *g, const int64_t **base);
+/* bwd.small_tc: the tables the path takes after a forward whose small-table features are
+ * small[t] (ref_small_tc_tables); uploads them on stream, behind what reads the plan before,
+ * only when they changed (so never in a capture, which repeats the plain call before it).
+ * With mode NONE (no repair: the host's offsets are the call's) and every table taken by the
+ * rule on the host's inputs, the metadata is not made: no position is left for the generic
+ * tiers. Nothing when the configuration has it off. */
+tbe_status gpu_bwd_small_plan(gpu_bwd *g, const unsigned char *small, tbe_bounds_mode mode,
+                              cudaStream_t stream);
 /* Enqueues the backward's metadata (counts, transpose, classification) on the forward's stream,
  * between two events of its own (gpu_bwd_stats.hoist_ms). The caller puts it after the
  * forward's kernels (the fused bounds check repairs indices inside them) and keeps the record

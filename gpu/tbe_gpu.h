@@ -67,7 +67,10 @@ typedef struct {
                       * classify_ms are 0 and not in ms; hoist_ms is their time inside the
                       * forward's (gpu_session_forward's *ms holds it) */
   double hoist_ms;
+  double small_ms;   /* bwd.small_tc's segments and row updates (the check before the keys is
+                      * in sort_ms, or in the forward's with the hoist) */
   int64_t runs, long_runs, chunks; /* runs (with the sentinel run, if any), long ones, chunks */
+  int small_tc_tables; /* tables bwd.small_tc took in this call */
 } gpu_bwd_stats;
 
 /* What one GPU backward produced, copied back (malloc'd; gpu_bwd_result_free). */
@@ -75,6 +78,9 @@ typedef struct {
   void *weights;     /* [table_offset[num_tables]] updated, in the weight dtype */
   float *momentum;   /* [sum of E] updated (row-wise Adagrad), else NULL */
   float *psw_grad;   /* [N] per-sample-weight gradients (weighted), else NULL */
+  unsigned char *small_tc_mask; /* [T]: 1 where feature t's table took bwd.small_tc in this
+                                 * call (its rows follow the tensor-core order, held to
+                                 * ref/backward_small.h's model and bound) */
   gpu_bwd_stats stats;
 } gpu_bwd_result;
 void gpu_bwd_result_free(gpu_bwd_result *r);
@@ -99,7 +105,15 @@ tbe_status gpu_session_backward_config(gpu_session *s, const gpu_bwd_config *g);
  * generation, a count that every gpu_session_upload and every forward bumps. The backward then
  * takes that metadata instead of making its own, and only when it belongs to the current
  * inputs: when the last forward ran without the hoist, or gpu_session_upload replaced the
- * inputs since, it refuses (TBE_EINVAL, field "hoist", naming which) and enqueues nothing. */
+ * inputs since, it refuses (TBE_EINVAL, field "hoist", naming which) and enqueues nothing.
+ * bwd.small_tc=on (gpu_bwd_config.small_tc, row-wise Adagrad, opened with it): every forward
+ * with such a backward open saves the small-table path's per-bag counts and records its
+ * generation as the hoist does; the backward takes a table whose every feature ran on that
+ * path through the tensor cores (ref/backward_small.h; gpu_bwd_result.small_tc_mask says
+ * which), and refuses (TBE_EINVAL, field "small_tc") counts of another batch. Without a bounds
+ * check (TBE_BOUNDS_NONE) and with every table on that path by the rule on the host's inputs,
+ * the backward makes no metadata at all; gpu_session_replay refuses (field "small_tc") a graph
+ * captured so once an upload sends a table back to the generic backward. */
 tbe_status gpu_session_backward(gpu_session *s, gpu_bwd_stats *st);
 /* Copies the last backward's results back. */
 tbe_status gpu_session_backward_results(gpu_session *s, gpu_bwd_result *r);

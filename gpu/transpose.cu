@@ -4,8 +4,9 @@
  *
  * Order: radix sort is stable and positions enter in increasing order, so within a key the
  * entries keep position order (feature, bag, position), as the spec and ref_transpose have it.
- * A -1 position, a position outside every bag, and every position of a call stopped by a FATAL
- * bounds check get the sentinel key (the total row count): they sort after every real key and
+ * A -1 position, a position outside every bag, every position of a table that bwd.small_tc takes
+ * in this call (backward_small.cu updates its rows) and every position of a call stopped by a
+ * FATAL bounds check get the sentinel key (the total row count): they sort after every real key and
  * form at most one run, which the classification skips.
  */
 #include <algorithm>
@@ -47,10 +48,11 @@ template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *s
   for (int64_t i = warp; i < b.total_B; i += warps) {
     const int32_t t = bag_feature(b.B_offsets, b.T, i);
     const int64_t base = w.rows_cumsum[b.ftm[t]];
+    const bool small = w.tc_ok && w.tc_ok[b.ftm[t]]; /* bwd.small_tc updates its rows */
     const int64_t s = ld_index(b.offsets, b.itype, i), e = ld_index(b.offsets, b.itype, i + 1);
     for (int64_t p = s + lane; p < e; p += 32) {
       const int64_t idx = ld_index(b.indices, b.itype, p);
-      keys[p] = (K)(idx == -1 ? w.sentinel : base + idx);
+      keys[p] = (K)(idx == -1 || small ? w.sentinel : base + idx);
       pos[p] = (int32_t)(w.val_bag ? i : p);
       if (w.bag_of_pos)
         w.bag_of_pos[p] = (int32_t)i;

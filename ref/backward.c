@@ -69,8 +69,7 @@ static tbe_status check_config(const ref_bwd_config *c)
 
 static double now_ms(void) { return omp_get_wtime() * 1e3; }
 
-/* Widens grad_output into G with clipping, then scales MEAN bags by 1.0f/(float)L. */
-static void build_g(const tbe_batch *b, const tbe_layout *l, float clip, const void *go, float *g)
+void ref_bwd_build_g(const tbe_batch *b, const tbe_layout *l, float clip, const void *go, float *g)
 {
   const float *f32 = go;
   const uint16_t *h = go;
@@ -113,7 +112,7 @@ tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layo
   if (!w->g)
     return tbe_error(TBE_ENOMEM, "grad_output", -1, "cannot allocate %lld fp32 gradients",
                      (long long)l->out_elems);
-  build_g(b, l, cfg->clip, grad_output, w->g);
+  ref_bwd_build_g(b, l, cfg->clip, grad_output, w->g);
   double t1 = now_ms();
   st = ref_transpose_build(b, l, &w->tr);
   if (stats) {

@@ -179,6 +179,21 @@ static void rb_update(const ref_opt_config *o, tbe_dtype t, int32_t D, const rb 
   }
 }
 
+void ref_bwd_update_bound(const ref_opt_config *o, tbe_dtype t, int32_t D, const double *g_exact,
+                          const double *g_bound, const float *w, float m, double *w_exact,
+                          double *w_bound, double *m_exact, double *m_bound)
+{
+  rb g[TBE_MAX_D], gd[TBE_MAX_D];
+  for (int32_t d = 0; d < D; d++)
+    g[d] = (rb){g_exact[d], g_bound[d]};
+  double mv = 0.0, mr = 0.0;
+  rb_update(o, t, D, g, w, m, gd, w_exact, w_bound, &mv, &mr, 0);
+  if (m_exact) {
+    *m_exact = mv;
+    *m_bound = mr;
+  }
+}
+
 /* Widens element i of weights of dtype t to double. */
 static double weight_value(const void *weights, tbe_dtype t, int64_t i)
 {

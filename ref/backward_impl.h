@@ -36,6 +36,11 @@ tbe_status ref_bwd_work_init(ref_bwd_work *w, const tbe_batch *b, const tbe_layo
                              ref_bwd_stats *stats);
 void ref_bwd_work_free(ref_bwd_work *w);
 
+/* g[0..l->out_elems) = G: grad_output widened to fp32, clamped to [-clip, clip] when clip > 0,
+ * then MEAN bags multiplied by fp32 1.0f/(float)L (the per-bag rule of TBE_SEMANTICS.md 4). */
+void ref_bwd_build_g(const tbe_batch *b, const tbe_layout *l, float clip, const void *go,
+                     float *g);
+
 /* The bytes a prefetch loop steps by. */
 #define REF_BWD_CACHE_LINE 64
 
@@ -64,6 +69,15 @@ void ref_bwd_row_grad(const ref_bwd_work *w, int64_t r, int32_t D, float *g, flo
 /* Step 2 of row-wise Adagrad (ref_lane_dot(gd, gd, D)) in backward_exact.c's analysis:
  * returns the bound on |ref_lane_dot(gd, gd, D) - *exact|, *exact = sum gd_d^2 (fp64). */
 double ref_bwd_sum_squares_bound(const float *gd, int32_t D, double *exact);
+
+/* Section 5's update of one row in backward_exact.c's running-error analysis, in the normative
+ * fp32 order: from row gradients g_exact[d] with |computed - g_exact| <= g_bound[d], the row's
+ * exact weights w (D fp32) and momentum m, the updated weights' exact values and bounds after
+ * the write-back into t (w_exact, w_bound: D each) and the momentum's (*m_exact, *m_bound;
+ * Adagrad only). The one propagation that atomic mode and the small-table backward share. */
+void ref_bwd_update_bound(const ref_opt_config *o, tbe_dtype t, int32_t D, const double *g_exact,
+                          const double *g_bound, const float *w, float m, double *w_exact,
+                          double *w_bound, double *m_exact, double *m_bound);
 
 /* The element offset of row `row` of table j in the weights. (Its momentum is at its linear
  * key, tr.rows_cumsum[j] + row.) */

@@ -35,11 +35,12 @@ typedef struct {
 } gpu_fwd_config;
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,
- * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk, bwd.hoist); the numerics-changing knobs
- * (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the defaults. No bit of a
- * deterministic result depends on these: grid, order, noise, delay and steal only change the
- * schedule (which group runs which run or chunk program, and when), which is what `tbecheck race`
- * varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
+ * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk, bwd.hoist, bwd.small_tc); the
+ * numerics-changing knobs (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the
+ * defaults. No bit of a deterministic result depends on these but small_tc, which moves the
+ * tables it takes to the tensor-core order (ref/backward_small.h), held to its model: grid,
+ * order, noise, delay and steal only change the schedule (which group runs which run or chunk
+ * program, and when), which is what `tbecheck race` varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
  * combine adds, whose order was never fixed. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
@@ -88,6 +89,15 @@ typedef struct {
                               refusing metadata of another batch (gpu_session_backward); 0
                               (default): the backward makes its own. Not a schedule knob: the
                               same kernels on the same inputs, only enqueued earlier */
+  int small_tc;            /* 1 (bwd.small_tc=on; row-wise Adagrad only): the tables whose every
+                              feature ran on the small forward path take the tensor-core
+                              backward (counts^T x G, gpu/backward_small.cu) on the counts that
+                              forward saved, refused when they belong to another batch; a table
+                              whose call has a bag with L > 256 or an fp16-overflowing or NaN
+                              G falls back to the generic backward, decided on the device. Not
+                              the normative order: reported per feature, held to
+                              ref/backward_small.h's model and bound. 0 (default, pending its
+                              measurement on the H200): every table the generic backward */
 } gpu_bwd_config;
 
 #ifdef __cplusplus

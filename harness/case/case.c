@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "footprint.h"
+#include "forward_small.h"
 #include "case_private.h"
 
 /* ------------------------------------------------------------------ keys and defaults */
@@ -33,7 +34,7 @@ typedef enum {
   K_FWD_WIDTH, K_FWD_SMALL, K_FWD_GATHER, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA,
   K_CLIP, K_SR, K_STEP, K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET,
   K_BWD_DIRECT, K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_BWD_STEAL,
-  K_BWD_BULK, K_BWD_HOIST, K_SEED, K_COUNT
+  K_BWD_BULK, K_BWD_HOIST, K_BWD_SMALL_TC, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -44,7 +45,7 @@ static const char *const key_names[K_COUNT] = {
   "step",
   "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.direct",
   "bwd.width", "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "bwd.steal", "bwd.bulk",
-  "bwd.hoist", "seed"};
+  "bwd.hoist", "bwd.small_tc", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -64,7 +65,7 @@ static const char *const wd_words[] = {"none", "l2", "decouple"};
 static const char *const combine_words[] = {"deterministic", "atomic"};
 static const char *const long_words[] = {"accum", "fused"};
 static const char *const order_words[] = {"asc", "desc", "shuffle"};
-static const char *const off_on_words[] = {"off", "on"}; /* bwd.steal, bwd.hoist */
+static const char *const off_on_words[] = {"off", "on"}; /* bwd.steal, bwd.hoist, small_tc */
 
 static void spec_fixed(case_spec *s, int64_t v)
 {
@@ -702,6 +703,11 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_word(ps, v, off_on_words, 2);
     c->knobs.gpu_bwd.hoist = w;
     return tbe_ok();
+  case K_BWD_SMALL_TC:
+    if ((w = parse_word(v, off_on_words, 2)) < 0)
+      return fail_word(ps, v, off_on_words, 2);
+    c->knobs.gpu_bwd.small_tc = w;
+    return tbe_ok();
   case K_LR:
     return parse_f32(ps, v, 0, 1e10, "a number 0..1e10", &c->knobs.bwd.opt.lr);
   case K_EPS:
@@ -756,6 +762,12 @@ static void spec_normalise(case_spec *s)
 static int64_t spec_max(const case_spec *s, int32_t j)
 {
   return s->kind == CASE_LIST ? s->list[j] : s->hi;
+}
+
+/* The smallest. */
+static int64_t spec_min(const case_spec *s, int32_t j)
+{
+  return s->kind == CASE_LIST ? s->list[j] : s->lo;
 }
 
 static tbe_status check_tables(parse_state *ps)
@@ -825,6 +837,38 @@ static tbe_status check_pooling(parse_state *ps)
   return tbe_ok();
 }
 
+/* bwd.small_tc=on: the tensor-core backward of the small tables (ref/backward_small.h) applies
+ * only to row-wise Adagrad on features the small forward path can take (ref_small_eligible), so
+ * a case where no feature can is refused rather than silently run on the generic backward:
+ * fp16 weights, fp32 output, pool sum or mean, unweighted, no VBE, fwd.small on or auto, and a
+ * table whose E can be at most 64 and whose D can be 64..128. Which features take it in a call
+ * (per table, with its fallback) is the GPU's report, as small_mask is the forward's. */
+static tbe_status check_small_tc(parse_state *ps)
+{
+  tbe_case *c = ps->c;
+  const char *why = c->knobs.bwd.opt.kind != REF_OPT_ROWWISE_ADAGRAD
+                        ? "updates rows with row-wise Adagrad only; give opt=rowwise_adagrad"
+                    : c->knobs.fwd.small == GPU_SMALL_OFF
+                        ? "takes the counts the small-table forward saves, and fwd.small=off "
+                          "runs no feature on it"
+                    : c->wdtype != TBE_FP16 ? "needs the small forward path's wdtype=fp16"
+                    : c->out != TBE_FP32    ? "needs the small forward path's out=fp32"
+                    : c->pool == TBE_POOL_NONE ? "needs pool=sum or pool=mean"
+                    : c->weighted           ? "needs weighted=0 (the small forward path's)"
+                    : c->vbe                ? "needs vbe=0 (the small forward path's)"
+                                            : NULL;
+  int table = 0;
+  for (int32_t j = 0; !why && j < c->num_tables && !table; j++)
+    table = spec_min(&c->E, j) <= REF_SMALL_MAX_E && spec_max(&c->D, j) >= 64 &&
+            spec_min(&c->D, j) <= 128;
+  if (!why && !table)
+    why = "needs a table that the small forward path can take (E <= 64, D 64..128 a multiple "
+          "of 8), and this case has none";
+  if (why)
+    return FAIL(ps, K_BWD_SMALL_TC, "bwd.small_tc=on %s", why);
+  return tbe_ok();
+}
+
 /* The rules of the knobs: fused_bounds needs a bounds check; every backward key needs the
  * optimizer (and weight decay, sr=1) it configures; stochastic rounding needs 16-bit weights. */
 static tbe_status check_knobs(parse_state *ps)
@@ -838,7 +882,7 @@ static tbe_status check_knobs(parse_state *ps)
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
                                          K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT, K_BWD_WIDTH,
                                          K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY,
-                                         K_BWD_STEAL, K_BWD_BULK, K_BWD_HOIST};
+                                         K_BWD_STEAL, K_BWD_BULK, K_BWD_HOIST, K_BWD_SMALL_TC};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -853,6 +897,9 @@ static tbe_status check_knobs(parse_state *ps)
   if (c->knobs.gpu_bwd.bulk == GPU_BULK_ON && c->knobs.bwd.combine != REF_COMBINE_ATOMIC)
     return FAIL(ps, K_BWD_BULK, "bwd.bulk=on adds the atomic combine's partials by bulk reduce; "
                 "it needs bwd.combine=atomic");
+  tbe_status st = c->knobs.gpu_bwd.small_tc ? check_small_tc(ps) : tbe_ok();
+  if (st.code)
+    return st;
   if (ps->seen[K_LAMBDA] && o->wd == REF_WD_NONE)
     return FAIL(ps, K_LAMBDA, "lambda is the weight decay; it needs wd=l2 or wd=decouple");
   if (ps->seen[K_STEP] && !o->sr)
@@ -956,7 +1003,7 @@ tbe_status case_parse(const char *text, tbe_case **out)
                    "bounds fwd.bags fwd.width fwd.small fwd.gather fused_bounds opt lr eps wd "
                    "lambda clip sr step bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket "
                    "bwd.direct bwd.width bwd.grid bwd.order bwd.noise bwd.delay bwd.steal "
-                   "bwd.bulk bwd.hoist seed",
+                   "bwd.bulk bwd.hoist bwd.small_tc seed",
                    slen(key), key.s, slen(whole), whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1096,6 +1143,8 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
     sb_word(s, K_BWD_BULK, auto_on_off_words[g->bulk]);
   if (g->hoist)
     sb_word(s, K_BWD_HOIST, off_on_words[1]);
+  if (g->small_tc)
+    sb_word(s, K_BWD_SMALL_TC, off_on_words[1]);
 }
 
 static void sb_spec(sbuf *s, key_id k, const case_spec *sp, int64_t dflt)
@@ -1233,7 +1282,7 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
          p->no_bucket == q->no_bucket && p->no_direct == q->no_direct &&
          p->short_width == q->short_width && p->long_width == q->long_width && p->grid == q->grid && p->order == q->order &&
          p->noise == q->noise && p->delay == q->delay && p->steal == q->steal &&
-         p->bulk == q->bulk && p->hoist == q->hoist &&
+         p->bulk == q->bulk && p->hoist == q->hoist && p->small_tc == q->small_tc &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&
          x->opt.seed == y->opt.seed && x->opt.step == y->opt.step && x->clip == y->clip &&

@@ -40,7 +40,7 @@ uint64_t case_seed(const tbe_case *c);
 typedef struct {
   gpu_fwd_config fwd;     /* fwd.bags, fwd.width, fwd.small, fused_bounds */
   gpu_bwd_config gpu_bwd; /* bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order, bwd.noise,
-                           * bwd.delay, bwd.steal, bwd.hoist */
+                           * bwd.delay, bwd.steal, bwd.hoist, bwd.small_tc */
   ref_bwd_config bwd;     /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
                            * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
 } tbe_knobs;

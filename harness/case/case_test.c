@@ -168,6 +168,12 @@ static void test_canonical(void)
   check_canonical("opt=sgd bwd.hoist=off", "opt=sgd seed=1");
   check_canonical("bwd.hoist=on bwd.bulk=on bwd.combine=atomic opt=sgd",
                   "opt=sgd bwd.combine=atomic bwd.bulk=on bwd.hoist=on seed=1");
+  /* bwd.small_tc: on printed after bwd.hoist, off (the default) left out */
+  check_canonical("bwd.small_tc=on bwd.hoist=on E=50 D=128 wdtype=fp16 opt=rowwise_adagrad "
+                  "fwd.small=on",
+                  "E=50 D=128 wdtype=fp16 fwd.small=on opt=rowwise_adagrad bwd.hoist=on "
+                  "bwd.small_tc=on seed=1");
+  check_canonical("opt=rowwise_adagrad bwd.small_tc=off", "opt=rowwise_adagrad seed=1");
   tbe_case *c = NULL;
   case_parse("opt=sgd bwd.grid=7 bwd.order=desc bwd.noise=1 bwd.delay=500", &c);
   const tbe_knobs *k = c ? case_knobs(c) : NULL;
@@ -190,10 +196,19 @@ static void test_canonical(void)
   CHECK(c && d && !case_equal(c, d), "bwd.hoist=on and off are different cases");
   case_free(d);
   case_free(c);
+  case_parse("T=2 E=50,1000 D=128 wdtype=fp16 opt=rowwise_adagrad bwd.small_tc=on", &c);
+  k = c ? case_knobs(c) : NULL;
+  CHECK(k && k->gpu_bwd.small_tc == 1 && k->gpu_bwd.hoist == 0,
+        "bwd.small_tc=on with one small table of two");
+  case_parse("T=2 E=50,1000 D=128 wdtype=fp16 opt=rowwise_adagrad", &d);
+  CHECK(c && d && !case_equal(c, d), "bwd.small_tc=on and off are different cases");
+  case_free(d);
+  case_free(c);
   case_parse("opt=sgd", &c);
   k = c ? case_knobs(c) : NULL;
-  CHECK(k && k->gpu_bwd.grid == 0 && k->gpu_bwd.order == 0 && k->gpu_bwd.noise == 0 &&
-            k->gpu_bwd.delay == 0 && k->gpu_bwd.steal == 0 && k->gpu_bwd.hoist == 0,
+  CHECK(k && k->gpu_bwd.small_tc == 0 && k->gpu_bwd.grid == 0 && k->gpu_bwd.order == 0 &&
+            k->gpu_bwd.noise == 0 && k->gpu_bwd.delay == 0 && k->gpu_bwd.steal == 0 &&
+            k->gpu_bwd.hoist == 0,
         "schedule knobs' defaults (today's schedule)");
   case_free(c);
 }
@@ -279,6 +294,20 @@ static void test_errors(void)
     {"opt=sgd bwd.hoist=1", "bwd.hoist"},
     {"opt=sgd bwd.hoist=yes", "bwd.hoist"}, {"opt=sgd bwd.hoist=", "bwd.hoist"},
     {"bwd.hoist=on", "bwd.hoist"},
+    /* bwd.small_tc: its words, and every case where no table can take it */
+    {"E=50 wdtype=fp16 opt=rowwise_adagrad bwd.small_tc=1", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 opt=rowwise_adagrad bwd.small_tc=", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 opt=sgd bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 fwd.small=off opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp32 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 out=fp16 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 pool=none opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 weighted=1 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 wdtype=fp16 vbe=1 B=2..4 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=65 wdtype=fp16 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 D=32 wdtype=fp16 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
+    {"E=50 D=256 wdtype=fp16 opt=rowwise_adagrad bwd.small_tc=on", "bwd.small_tc"},
     /* hot rows that need more lookups than their table's features can ever make */
     {"B=1 L=4 hot=0:0:100", "hot"}, {"B=4 L=4 hot=0:1:1000000000", "hot"},
     {"T=2 B=5 E=1,9 map=1,1 hot=0:0:1", "hot"}, {"B=1 L=0..4 hot=0:0:2,0:1:3", "hot"},

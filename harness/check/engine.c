@@ -26,6 +26,7 @@
 #include "forward.h"
 #include "forward_small.h"
 #include "backward_order.h"
+#include "backward_small.h"
 #include "forward_order.h"
 
 /* How an output is held to its baseline. */
@@ -63,6 +64,10 @@ static const struct {
   {"backward.atomic", "momentum", 1, ENG_BOUND},
   {"backward.atomic", "weights", 0, ENG_BOUND},
   {"backward.atomic", "momentum", 0, ENG_BOUND},
+  {ENG_SMALL_TC_PATH, "weights", 0, ENG_MODEL}, /* bwd.small_tc's order, bit for bit ... */
+  {ENG_SMALL_TC_PATH, "weights", 0, ENG_BOUND}, /* ... and within its derived bound */
+  {ENG_SMALL_TC_PATH, "momentum", 0, ENG_MODEL},
+  {ENG_SMALL_TC_PATH, "momentum", 0, ENG_BOUND},
 };
 
 static int eng_produces(eng_id e, const char *name);
@@ -513,6 +518,66 @@ static tbe_status eng_twin_backward_order(const gen_bwd *bwd, const tbe_batch *b
   return s;
 }
 
+/* Twin t of bwd.small_tc's weights or momentum, for the tables of the features t->small marks
+ * (the engine's report): the model's bits (ENG_MODEL: ref_backward_small_call on copies, so a
+ * table the model would send back to the normative backward differs), or the exact values and
+ * bounds of those tables (ENG_BOUND: ref_backward_small_exact; no other element is in the
+ * part). */
+static tbe_status eng_twin_small_tc(const gen_bwd *bwd, const tbe_batch *b, const tbe_layout *l,
+                                    eng_twin *t)
+{
+  if (!bwd || !bwd->momentum)
+    return tbe_error(TBE_EINVAL, "model", -1, "bwd.small_tc runs row-wise Adagrad, which keeps "
+                     "a momentum");
+  const int w = !strcmp(t->output, "weights");
+  const int64_t nw = b->table_offset[b->num_tables], rows = ref_bwd_rows(b);
+  const size_t wsize = tbe_dtype_size(b->wdtype);
+  unsigned char *tables = calloc((size_t)b->num_tables + 1, 2), *taken = tables + b->num_tables;
+  double *x = t->kind == ENG_BOUND ? calloc((size_t)(2 * (nw + rows) + 1), sizeof(double)) : NULL;
+  void *weights = t->kind == ENG_MODEL ? malloc((size_t)nw * wsize + 1) : NULL;
+  float *mom = t->kind == ENG_MODEL ? malloc(sizeof(float) * (size_t)(rows + 1)) : NULL;
+  float *psw = t->kind == ENG_MODEL && b->per_sample_weights
+                   ? calloc((size_t)b->N + 1, sizeof(float)) : NULL;
+  tbe_status s = tbe_ok();
+  if (!tables || (t->kind == ENG_BOUND && !x) || (t->kind == ENG_MODEL && (!weights || !mom)) ||
+      (t->kind == ENG_MODEL && b->per_sample_weights && !psw))
+    s = tbe_error(TBE_ENOMEM, "model", -1, "cannot copy the weights");
+  for (int32_t f = 0; s.code == TBE_OK && f < b->T; f++)
+    if (t->small[f])
+      tables[b->feature_table_map[f]] = 1;
+  t->n = w ? nw : rows;
+  if (s.code == TBE_OK && t->kind == ENG_BOUND) {
+    double *we = x, *wb = x + nw, *me = x + 2 * nw, *mb = me + rows;
+    s = ref_backward_small_exact(b, l, bwd->cfg, bwd->grad_output, bwd->momentum, tables, we,
+                                 wb, me, mb);
+    t->exact = malloc(sizeof(double) * (size_t)(t->n + 1));
+    t->bound = malloc(sizeof(double) * (size_t)(t->n + 1));
+    if (s.code == TBE_OK && (!t->exact || !t->bound))
+      s = tbe_error(TBE_ENOMEM, "exact", -1, "cannot allocate %lld values", (long long)t->n);
+    if (s.code == TBE_OK) {
+      memcpy(t->exact, w ? we : me, sizeof(double) * (size_t)t->n);
+      memcpy(t->bound, w ? wb : mb, sizeof(double) * (size_t)t->n);
+    }
+  } else if (s.code == TBE_OK) {
+    tbe_batch copy = *b;
+    memcpy(weights, b->weights, (size_t)nw * wsize);
+    memcpy(mom, bwd->momentum, sizeof(float) * (size_t)rows);
+    copy.weights = weights;
+    s = ref_backward_small_call(&copy, l, bwd->cfg, bwd->grad_output, tables, mom, psw, taken);
+    t->bits = w ? weights : (void *)mom;
+    if (w)
+      weights = NULL;
+    else
+      mom = NULL;
+  }
+  free(x);
+  free(weights);
+  free(mom);
+  free(psw);
+  free(tables);
+  return s;
+}
+
 /* Makes twin t (path, output, kind set; small its mask or NULL) on the repaired batch b, or
  * writes why it cannot into why. Returns TBE_ENOMEM only. */
 static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const tbe_layout *l,
@@ -534,7 +599,9 @@ static tbe_status eng_twin_make(const eng_twins *tw, const tbe_batch *b, const t
     return tbe_ok();
   }
   tbe_status s = tbe_ok();
-  if (forward && t->order >= 0 && t->kind == ENG_MODEL) {
+  if (!strcmp(t->path, ENG_SMALL_TC_PATH)) {
+    s = eng_twin_small_tc(tw->bwd, b, l, t);
+  } else if (forward && t->order >= 0 && t->kind == ENG_MODEL) {
     /* an external engine's order (ref/forward_order.h) */
     t->n = l->out_elems;
     t->bits = calloc((size_t)t->n + 1, sizeof(float));
@@ -642,7 +709,9 @@ typedef struct {
 } eng_part;
 
 /* Splits o into its parts: the elements of features not on the small-table path (path o->path)
- * and those of features on it (ENG_SMALL_PATH), leaving out an empty part. Returns the count. */
+ * and those of features on it (ENG_SMALL_PATH), or for the weights and momentum the elements of
+ * tables bwd.small_tc did not update and of those it did (ENG_SMALL_TC_PATH), leaving out an
+ * empty part. Returns the count. */
 static int eng_parts(const eng_output *o, const tbe_batch *b, const tbe_layout *l,
                      eng_part part[2], tbe_status *s)
 {
@@ -660,16 +729,31 @@ static int eng_parts(const eng_output *o, const tbe_batch *b, const tbe_layout *
     *s = tbe_error(TBE_ENOMEM, "output", -1, "cannot split %lld elements", (long long)o->n);
     return 0;
   }
-  for (int64_t g = 0; g < l->total_B; g++) {
+  const int backward = strcmp(o->name, "output") != 0;
+  if (backward) { /* a table's elements: its weights, or its rows' momentum */
+    int64_t key = 0;
+    for (int32_t j = 0; j < b->num_tables; key += b->E[j], j++) {
+      int on = 0;
+      for (int32_t t = 0; t < b->T; t++)
+        on |= b->feature_table_map[t] == j && o->small[t];
+      const int w = !strcmp(o->name, "weights");
+      const int64_t e0 = w ? b->table_offset[j] : key;
+      const int64_t e1 = w ? b->table_offset[j + 1] : key + b->E[j];
+      for (int64_t e = e0; e < e1; e++)
+        sel[on][k[on]++] = e;
+    }
+  }
+  for (int64_t g = 0; !backward && g < l->total_B; g++) {
     int32_t t = l->bag_feature[g];
     int on = o->small[t] != 0;
     for (int32_t d = 0; d < b->D[b->feature_table_map[t]]; d++)
       sel[on][k[on]++] = l->bag_out[g] + d;
   }
   int np = 0;
+  const char *on_path = backward ? ENG_SMALL_TC_PATH : ENG_SMALL_PATH;
   for (int on = 0; on < 2; on++)
     if (k[on] > 0)
-      part[np++] = (eng_part){on ? ENG_SMALL_PATH : o->path, sel[on], k[on]};
+      part[np++] = (eng_part){on ? on_path : o->path, sel[on], k[on]};
     else
       free(sel[on]);
   return np;

@@ -4,7 +4,9 @@
  * An engine turns a pristine batch into a list of named outputs ("output", "indices", "offsets",
  * "warnings", "offender"; with a backward "weights", "momentum", "psw_grad"), each on the path
  * that computed it; the GPU's forward output also names the features it put on the small-table
- * path, whose elements are on path "forward.small". One table in engine.c (eng_metrics)
+ * path, whose elements are on path "forward.small", and its weights and momentum the features
+ * whose tables bwd.small_tc updated, whose elements are on path "backward.small". One table in
+ * engine.c (eng_metrics)
  * declares how each (path, output) is held: to the reference's bits (metric bitwise, baseline
  * "ref"), to the bits of the path's model (bitwise, "model"), or to its exact twin within the
  * derived bound (bound_ratio, "exact"); a path may have several (forward.small: model, then

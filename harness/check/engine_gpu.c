@@ -34,6 +34,8 @@ void eng_run_gpu(eng_ctx *x, tbe_batch *b, const tbe_layout *l, const eng_job *j
   }
   if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
     s = eng_push_backward(r, b, bwd->cfg, gb.weights, gb.momentum, gb.psw_grad);
+  if (s.code == TBE_OK && g.bounds.code == TBE_OK && bwd)
+    s = eng_mark_small_tc(r, b, gb.small_tc_mask);
   /* on the output, or without one (FATAL) on the last bounds output */
   eng_output *o = s.code == TBE_OK && r->n_out ? (eng_output *)eng_find(r, "output") : NULL;
   if (!o && s.code == TBE_OK && r->n_out)

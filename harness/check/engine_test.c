@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward_small.h"
 #include "bounds.h"
 #include "engine.h"
 #include "forward.h"
@@ -291,22 +292,41 @@ static void *copy_of(const void *p, size_t n)
   return q;
 }
 
-/* gpu_run's contract on the CPU (forward only): bounds check and forward of the reference on copies of
- * the indices and offsets; features on the small path (fwd.small=on, or stand_in.all_small) get
- * the tensor-core model's bits, with stand_in.drop's lookup left out of it. */
+/* The stand-in's backward, bwd.small_tc=on only: ref_backward_small_call on w (the repaired
+ * batch) for the tables of the features on the small forward path (small), into br. */
+static tbe_status stand_in_small_tc(tbe_batch *w, const tbe_layout *l, const ref_bwd_config *bcfg,
+                                    const void *grad_output, const float *momentum,
+                                    const unsigned char *small, gpu_bwd_result *br)
+{
+  const size_t wb = tbe_dtype_size(w->wdtype) * (size_t)w->table_offset[w->num_tables];
+  unsigned char *tables = calloc((size_t)w->num_tables * 2 + 1, 1);
+  br->weights = copy_of(w->weights, wb);
+  br->momentum = copy_of(momentum, sizeof(float) * (size_t)ref_bwd_rows(w));
+  br->small_tc_mask = calloc((size_t)w->T + 1, 1);
+  ref_small_tc_tables(w, bcfg, small, tables);
+  w->weights = br->weights;
+  tbe_status s = ref_backward_small_call(w, l, bcfg, grad_output, tables, br->momentum, NULL,
+                                         tables + w->num_tables);
+  for (int32_t t = 0; t < w->T; t++)
+    br->small_tc_mask[t] = tables[w->num_tables + w->feature_table_map[t]];
+  free(tables);
+  return s;
+}
+
+/* gpu_run's contract on the CPU (the backward only with bwd.small_tc=on): bounds check and
+ * forward of the reference on copies of the indices and offsets; features on the small path
+ * (fwd.small=on, or stand_in.all_small) get the tensor-core model's bits, with stand_in.drop's
+ * lookup left out of it; the backward stand_in_small_tc's. */
 static tbe_status stand_in_run(const tbe_batch *b, const tbe_layout *l, tbe_bounds_mode mode,
                                const gpu_fwd_config *cfg, const ref_bwd_config *bcfg,
                                const gpu_bwd_config *gcfg, const void *grad_output,
                                const float *momentum, gpu_fwd_result *r, gpu_bwd_result *br)
 {
-  (void)gcfg;
-  (void)grad_output;
-  (void)momentum;
   memset(r, 0, sizeof *r);
   if (br)
     memset(br, 0, sizeof *br);
-  if (bcfg)
-    return tbe_error(TBE_EINVAL, "gpu", -1, "the stand-in runs no backward");
+  if (bcfg && !gcfg->small_tc)
+    return tbe_error(TBE_EINVAL, "gpu", -1, "the stand-in runs no backward but bwd.small_tc's");
   size_t isz = tbe_itype_size(b->itype);
   tbe_batch w = *b;
   w.indices = r->indices = copy_of(b->indices, isz * (size_t)b->N);
@@ -329,11 +349,20 @@ static tbe_status stand_in_run(const tbe_batch *b, const tbe_layout *l, tbe_boun
     tbe_iset(model_idx, b->itype, stand_in.drop, -1);
   if (s.code == TBE_OK && r->small_features)
     s = ref_forward_small_model(&w, l, r->small_mask, r->out);
+  w.indices = r->indices;
+  if (s.code == TBE_OK && bcfg)
+    s = stand_in_small_tc(&w, l, bcfg, grad_output, momentum, r->small_mask, br);
   free(model_idx);
   return s;
 }
 
-static void stand_in_bwd_free(gpu_bwd_result *r) { memset(r, 0, sizeof *r); }
+static void stand_in_bwd_free(gpu_bwd_result *r)
+{
+  free(r->weights);
+  free(r->momentum);
+  free(r->small_tc_mask);
+  memset(r, 0, sizeof *r);
+}
 
 static void stand_in_free(gpu_fwd_result *r)
 {
@@ -449,6 +478,49 @@ static void test_dropped_lookup(void)
   stand_in.drop = -1;
 }
 
+/* bwd.small_tc=on: table 0 (E = 16, on the small forward path) on path backward.small, held to
+ * the model bit for bit and within the bound, table 1 (E = 100) on backward, bit for bit to the
+ * reference; a one-ulp fault in table 0's weights fails the model check alone, one in table 1's
+ * the reference's. */
+static void test_small_tc(void)
+{
+  const char *text = "T=2 B=40 E=16,100 D=64,64 L=20 wdtype=fp16 fwd.small=on "
+                     "opt=rowwise_adagrad bwd.small_tc=on seed=3";
+  static const struct {
+    const char *fault, *baseline, *path;
+  } runs[] = {
+      {NULL, NULL, NULL},
+      {"gpu:weights@70", "model", "backward.small"}, /* table 0, row 1 */
+      {"gpu:weights@2000", "ref", "backward"},       /* table 1, row 15 */
+  };
+  for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+    eng_options o = stand_in_options(runs[k].fault);
+    eng_case_result r;
+    if (run_text(&o, text, &r))
+      continue;
+    const eng_check *gen = find_on(&r, ENG_GPU, "ref", "backward", "weights");
+    const eng_check *mod = find_on(&r, ENG_GPU, "model", "backward.small", "weights");
+    const eng_check *bnd = find_on(&r, ENG_GPU, "exact", "backward.small", "weights");
+    const eng_check *mom = find_on(&r, ENG_GPU, "model", "backward.small", "momentum");
+    CHECK(gen && mod && bnd && mom && gen->cmp.elements == 100 * 64 &&
+              mod->cmp.elements == 16 * 64 && bnd->cmp.elements == 16 * 64 &&
+              mom->cmp.elements == 16 && bnd->metric == CMP_BOUND,
+          "%s: the weights are not split into the generic and the small_tc tables",
+          runs[k].fault ? runs[k].fault : "no fault");
+    if (!runs[k].fault) {
+      CHECK(!eng_case_failed(&r), "bwd.small_tc's model failed: %s",
+            mod && mod->status != ENG_PASS ? mod->reason : bnd ? bnd->reason : "");
+      if (bnd)
+        printf("bwd.small_tc: weights within %.3g of their bound\n", bnd->cmp.worst_bound_ratio);
+    } else {
+      const eng_check *c = find_on(&r, ENG_GPU, runs[k].baseline, runs[k].path, "weights");
+      CHECK(c && c->status == ENG_FAIL && c->cmp.violations == 1,
+            "%s: not caught on %s against %s", runs[k].fault, runs[k].path, runs[k].baseline);
+    }
+    eng_case_result_free(&r);
+  }
+}
+
 /* A GPU whose second run over another poison differs (an unwritten element, or a racy one)
  * fails its output even where every element matches. */
 static void test_rerun(void)
@@ -471,6 +543,7 @@ int main(void)
   test_reads_the_mask();
   test_dropped_lookup();
   test_rerun();
+  test_small_tc();
   test_lists();
   test_reference();
   test_coordinates();

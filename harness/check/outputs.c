@@ -66,6 +66,22 @@ tbe_status eng_push_output(eng_run *r, const tbe_batch *b, const tbe_layout *l,
   return s;
 }
 
+tbe_status eng_mark_small_tc(eng_run *r, const tbe_batch *b, const unsigned char *small_tc)
+{
+  int any = 0;
+  for (int32_t t = 0; small_tc && t < b->T; t++)
+    any |= small_tc[t];
+  for (int i = 0; any && i < r->n_out; i++) {
+    eng_output *o = &r->out[i];
+    if (strcmp(o->name, "weights") && strcmp(o->name, "momentum"))
+      continue;
+    if (!(o->small = malloc((size_t)b->T)))
+      return tbe_error(TBE_ENOMEM, o->name, -1, "cannot copy %d small_tc flags", b->T);
+    memcpy(o->small, small_tc, (size_t)b->T);
+  }
+  return tbe_ok();
+}
+
 const eng_output *eng_find(const eng_run *r, const char *name)
 {
   for (int i = 0; i < r->n_out; i++)

@@ -33,11 +33,13 @@ typedef struct {
   int64_t n;
   unsigned char *small; /* [T], owned, or NULL: features whose elements (pooled) the engine
                          * computed on the small-table path: those are on path ENG_SMALL_PATH,
-                         * the others on `path` */
+                         * the others on `path`; for weights and momentum, the features whose
+                         * tables bwd.small_tc updated (ENG_SMALL_TC_PATH) */
   char fault[160];     /* what the engine saw wrong with it (guard regions, a rerun), or "" */
 } eng_output;
 
 #define ENG_SMALL_PATH "forward.small"
+#define ENG_SMALL_TC_PATH "backward.small" /* the weights and momentum of bwd.small_tc's tables */
 
 /* An output an engine does not give, and why: declined (a semantic difference the spec
  * allows: unsupported) or raised on (it failed on valid input: a failure). */
@@ -82,6 +84,11 @@ tbe_status eng_push_bounds(eng_run *r, const char *path, tbe_itype t, const void
  * "backward.atomic" where cfg's combine order is free, and psw_grad (weighted) on "backward". */
 tbe_status eng_push_backward(eng_run *r, const tbe_batch *b, const ref_bwd_config *cfg,
                              const void *weights, const float *momentum, const float *psw_grad);
+
+/* Marks the weights and momentum outputs with small_tc ([T], NULL: none), the features whose
+ * tables the engine updated by bwd.small_tc, when any is set: their tables' elements are then on
+ * path ENG_SMALL_TC_PATH, the others on the output's path. */
+tbe_status eng_mark_small_tc(eng_run *r, const tbe_batch *b, const unsigned char *small_tc);
 
 /* The size in bytes of one element of o. */
 size_t eng_elem_size(const eng_output *o);

@@ -30,6 +30,7 @@
 
 #define FUZZ_STREAM 0xF022
 #define FUZZ_SCHEDULE_STREAM 0xF023
+#define FUZZ_SMALL_TC_STREAM 0xF024
 #define MAX_TOKENS 64
 #define SHRINK_TRIES 300
 #define GRACE_MS 1000.0 /* a case starts only if its estimate fits the time left plus this */
@@ -211,6 +212,31 @@ static void schedule(draw *d, uint64_t seed, uint64_t index)
     set(d, "bwd.hoist", "on");
 }
 
+/* Whether the tokens of d parse as a case, with extra appended (NULL: none). */
+static int draw_parses(const draw *d, const char *extra)
+{
+  char text[MAX_TOKENS * 161 + 64];
+  size_t len = 0;
+  for (int i = 0; i < d->ntok; i++)
+    len += (size_t)snprintf(text + len, sizeof text - len, "%s ", d->tok[i]);
+  snprintf(text + len, sizeof text - len, "%s", extra ? extra : "");
+  tbe_case *c = NULL;
+  const int ok = case_parse(text, &c).code == TBE_OK;
+  case_free(c);
+  return ok;
+}
+
+/* bwd.small_tc=on, half the time, where the case language takes it (a row-wise Adagrad case
+ * with a table the small forward path can take: check_small_tc's rules), drawn last from a
+ * stream of its own so that every other token of every draw is what it was before. Unlike the
+ * schedule, it changes the tables' bits: they are then held to its model. */
+static void small_tc(draw *d, uint64_t seed, uint64_t index)
+{
+  draw s = {.key = prng_key(seed ^ (index * PRNG_GAMMA), FUZZ_SMALL_TC_STREAM)};
+  if (rnd(&s, 2) && draw_parses(d, NULL) && draw_parses(d, "bwd.small_tc=on"))
+    set(d, "bwd.small_tc", "on");
+}
+
 int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
 {
   draw d = {.key = prng_key(seed ^ (index * PRNG_GAMMA), FUZZ_STREAM)};
@@ -222,6 +248,7 @@ int fuzz_draw(uint64_t seed, uint64_t index, int edges, char *buf, size_t n)
   for (int i = 0; i < k && i < edges; i++)
     edge(&d);
   schedule(&d, seed, index);
+  small_tc(&d, seed, index);
   size_t len = 0;
   for (int i = 0; i < d.ntok; i++)
     len += (size_t)snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, "%s%s",

@@ -1,6 +1,7 @@
 /* fuzz_draw_test.c: the fuzz campaign's draws of the GPU backward's schedule: bwd.steal and
  * bwd.hoist come with the other schedule knobs only, each both ways, and never make a draw fail
- * to parse. Not the campaign itself (fuzz_campaign_test.py runs it).
+ * to parse; bwd.small_tc=on comes last, only where the case takes it, both ways among those.
+ * Not the campaign itself (fuzz_campaign_test.py runs it).
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,10 +34,33 @@ static int drawn(const char *text, const char *key, int seed, int i, int *failur
   return 1;
 }
 
+/* bwd.small_tc=on: where text holds it, last, and text parses with and without it (so the
+ * draw took it where the case language does and changed nothing else's validity); small[0]
+ * counts those, small[1] the draws without it that would parse with it. */
+static void small_tc_draw(const char *text, int seed, int i, int small[2], int *failures)
+{
+  static const char key[] = " bwd.small_tc=on";
+  const size_t n = strlen(text), k = sizeof key - 1;
+  if (!strstr(text, key)) {
+    char with[4096 + sizeof key];
+    snprintf(with, sizeof with, "%s%s", text, key);
+    small[1] += parses(text) && parses(with);
+    return;
+  }
+  char plain[4096];
+  snprintf(plain, sizeof plain, "%.*s", (int)(n - k), text);
+  if (n < k || strcmp(text + n - k, key) || !parses(text) || !parses(plain)) {
+    printf("FAIL: seed %d draw %d: bwd.small_tc=on not last, or where the case does not take "
+           "it: %s\n", seed, i, text);
+    (*failures)++;
+  }
+  small[0]++;
+}
+
 int main(void)
 {
   static const char *const keys[] = {" bwd.steal=on", " bwd.hoist=on"};
-  int failures = 0, scheduled = 0, got[2] = {0, 0};
+  int failures = 0, scheduled = 0, got[2] = {0, 0}, small[2] = {0, 0};
   for (uint64_t seed = 1; seed <= 3; seed++)
     for (uint64_t i = 0; i < 2000; i++) {
       char text[4096];
@@ -44,7 +68,15 @@ int main(void)
       scheduled += strstr(text, "bwd.grid=") != NULL;
       for (int k = 0; k < 2; k++)
         got[k] += drawn(text, keys[k], (int)seed, (int)i, &failures);
+      small_tc_draw(text, (int)seed, (int)i, small, &failures);
     }
+  if (small[0] == 0 || small[1] == 0) {
+    printf("FAIL: bwd.small_tc=on in %d draws, left out of %d that take it: not both ways\n",
+           small[0], small[1]);
+    failures++;
+  }
+  printf("%s: bwd.small_tc=on in %d draws, left out of %d more that take it\n",
+         failures ? "FAIL" : "pass", small[0], small[1]);
   for (int k = 0; k < 2; k++) {
     if (got[k] == 0 || got[k] == scheduled) {
       printf("FAIL: %d of %d scheduled draws hold%s: it is not drawn both ways\n", got[k],

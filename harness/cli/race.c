@@ -363,6 +363,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
   gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the
                                   * schedule */
   gc.grid = gc.noise = gc.delay = gc.steal = gc.hoist = 0;
+  gc.small_tc = 0; /* its tables follow their model, not the reference each launch is held to */
   gc.order = GPU_ORDER_ASC;
   const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
   uint64_t *hash = malloc(sizeof *hash * (size_t)launches);
