@@ -182,6 +182,27 @@ static step_times median_step(gpu_session *s, gpu_small_mode small)
   return (step_times){fwd[REPS / 2], total[REPS / 2], b[REPS / 2]};
 }
 
+/* A knob's step times, off or on, into the database as configuration "KNOB-off"/"KNOB-on":
+ * forward, backward and their sum, each by the backward's byte count (the forward's half). */
+static void record_step(const char *name, const char *text, const char *knob, int on,
+                        const step_times *t, const tbe_batch *b, const tbe_layout *l)
+{
+  char cfg[32];
+  snprintf(cfg, sizeof cfg, "%s-%s", knob, on ? "on" : "off");
+  const double bytes = bwd_bytes(b, l);
+  bench_db_figure(rec, name, text, "gpu:step-forward", cfg, t->fwd, bytes / 2, copy_gbps);
+  bench_db_figure(rec, name, text, "gpu:step-backward", cfg, t->bwd.ms, bytes, copy_gbps);
+  bench_db_figure(rec, name, text, "gpu:step", cfg, t->total, 1.5 * bytes, copy_gbps);
+}
+
+/* The knob's on - off line of t[0] (off) and t[1] (on). */
+static void print_step_delta(const char *knob, const step_times t[2])
+{
+  printf("  %s on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)\n", knob,
+         t[1].fwd - t[0].fwd, t[1].bwd.ms - t[0].bwd.ms, t[1].total - t[0].total,
+         100.0 * (t[1].total - t[0].total) / t[0].total);
+}
+
 /* bwd.hoist off and on on shape name (batch b, its reference ref_w/ref_m), the default
  * backward configuration otherwise: forward, backward and total, side by side. */
 static void run_hoist(const char *name, const char *text, tbe_batch *b, const tbe_layout *l,
@@ -198,16 +219,10 @@ static void run_hoist(const char *name, const char *text, tbe_batch *b, const tb
            m->sort_ms, m->classify_ms, m->hoisted ? " (hoisted)" : "", m->hoist_ms,
            check(s, b, l, bwd, ref_w, ref_m));
     fflush(stdout);
-    const char *cfg = h ? "hoist-on" : "hoist-off";
-    const double bytes = bwd_bytes(b, l);
-    bench_db_figure(rec, name, text, "gpu:step-forward", cfg, t[h].fwd, bytes / 2, copy_gbps);
-    bench_db_figure(rec, name, text, "gpu:step-backward", cfg, m->ms, bytes, copy_gbps);
-    bench_db_figure(rec, name, text, "gpu:step", cfg, t[h].total, 1.5 * bytes, copy_gbps);
+    record_step(name, text, "hoist", h, &t[h], b, l);
     gpu_session_close(s);
   }
-  printf("  hoist on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)\n",
-         t[1].fwd - t[0].fwd, t[1].bwd.ms - t[0].bwd.ms, t[1].total - t[0].total,
-         100.0 * (t[1].total - t[0].total) / t[0].total);
+  print_step_delta("hoist", t);
 }
 
 /* The weights and momentum of bwd.small_tc=on on b, every feature on the small forward path:
@@ -256,16 +271,10 @@ static void run_small_tc(const char *name, const char *text, tbe_batch *b, const
            m->small_ms, m->small_tc_tables,
            check(s, b, l, bwd, on ? model_w : ref_w, on ? model_m : ref_m));
     fflush(stdout);
-    const char *cfg = on ? "small_tc-on" : "small_tc-off";
-    const double bytes = bwd_bytes(b, l);
-    bench_db_figure(rec, name, text, "gpu:step-forward", cfg, t[on].fwd, bytes / 2, copy_gbps);
-    bench_db_figure(rec, name, text, "gpu:step-backward", cfg, m->ms, bytes, copy_gbps);
-    bench_db_figure(rec, name, text, "gpu:step", cfg, t[on].total, 1.5 * bytes, copy_gbps);
+    record_step(name, text, "small_tc", on, &t[on], b, l);
     gpu_session_close(s);
   }
-  printf("  small_tc on - off: forward %+8.3f ms backward %+8.3f ms total %+8.3f ms (%+.1f%%)\n",
-         t[1].fwd - t[0].fwd, t[1].bwd.ms - t[0].bwd.ms, t[1].total - t[0].total,
-         100.0 * (t[1].total - t[0].total) / t[0].total);
+  print_step_delta("small_tc", t);
   free(model_w);
   free(model_m);
 }
