@@ -11,6 +11,10 @@
 #include "optimizer.h"
 #include "tbe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define REF_BWD_THRESHOLD 256 /* default long-run threshold: SL >= 256 is long */
 #define REF_BWD_CHUNK 256     /* default contributions per chunk of a long run */
 
@@ -93,5 +97,9 @@ tbe_status ref_backward_exact_free(const tbe_batch *b, const tbe_layout *l,
 tbe_status ref_psw_grad_exact_free(const tbe_batch *b, const tbe_layout *l,
                                    const ref_bwd_config *cfg, const void *grad_output,
                                    double *exact, double *bound);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -30,6 +30,10 @@
 
 #include "tbe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { REF_OPT_NONE = 0, REF_OPT_SGD = 1, REF_OPT_ROWWISE_ADAGRAD = 2 } ref_opt_kind;
 typedef enum { REF_WD_NONE = 0, REF_WD_L2 = 1, REF_WD_DECOUPLE = 2 } ref_wd_mode;
 
@@ -67,5 +71,9 @@ uint16_t ref_sr_round(float x, tbe_dtype t, uint32_t u);
 
 /* The Philox draw of column col of row `row` (word 0 of the output). */
 uint32_t ref_sr_draw(const ref_opt_config *o, int32_t col, uint64_t row);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -48,9 +48,9 @@ void eng_start_ext(eng_ctx *x, eng_id e)
   int id = ref_order_parse(order);
   if (id < 0) {
     snprintf(x->unavailable[e], sizeof x->unavailable[e],
-             "its greeting '%.100s' declares %s%s%s, which ref/ has no model of (orders: "
+             "its greeting '%.80s' declares %s%.40s%s, which ref/ has no model of (orders: "
              "normative, fbgemm_cpu, triton)", greeting, o ? "order '" : "no order=", order,
-             o ? "'" : "");
+             o ? "'" : ""); /* at most 221 bytes with its precisions: it always fits */
     eng_worker_stop(x, e);
     return;
   }
