@@ -262,11 +262,12 @@ tbe_status ref_backward_small(tbe_batch *b, const tbe_layout *l, const ref_bwd_c
     int32_t D = b->D[j];
     unsigned char touched[REF_SMALL_MAX_E];
     ref_small_tc_row_grads(b, l, g, j, grad, touched);
+    const int64_t key0 = table_key(b, j);
     for (int64_t r = 0; r < b->E[j]; r++) {
       if (!touched[r])
         continue;
       float w[128];
-      uint64_t key = (uint64_t)(table_key(b, j) + r);
+      uint64_t key = (uint64_t)(key0 + r);
       char *at = (char *)b->weights + (size_t)ref_bwd_weight_at(b, j, r) * elem;
       ref_load_row(at, b->wdtype, D, w);
       ref_opt_update_row(&cfg->opt, D, grad + r * D, w, &momentum[key]);
@@ -419,9 +420,10 @@ tbe_status ref_backward_small_exact(const tbe_batch *b, const tbe_layout *l,
     unsigned char touched[REF_SMALL_MAX_E];
     touched_rows(b, l, j, touched);
     table_exact(b, l, g, j, S, e);
+    const int64_t key0 = table_key(b, j);
     for (int64_t r = 0; r < b->E[j]; r++) {
       float w[128];
-      int64_t key = table_key(b, j) + r, at = ref_bwd_weight_at(b, j, r);
+      int64_t key = key0 + r, at = ref_bwd_weight_at(b, j, r);
       ref_load_row((const char *)b->weights + (size_t)at * elem, b->wdtype, D, w);
       if (touched[r]) {
         ref_bwd_update_bound(&cfg->opt, b->wdtype, D, S + r * D, e + r * D, w, momentum[key],
