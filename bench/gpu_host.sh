@@ -6,6 +6,12 @@
 #             TESTS_RE=regex: only those that match, ctest -R; RESOURCES=1: with CTest's GPU
 #             allocation, scripts/ctest/gpu_resources.py's spec of this host)
 #   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
+#   psanitize compute-sanitizer memcheck, racecheck and synccheck over PREBUILT's tbecheck on the
+#             lines of cases/gpu_backward.cases that match SAN_LINES (default: bwd.small_tc=on)
+#   ptests    PREBUILT's clean test binaries (gpu_*_test), each passes
+#   pfaults   PREBUILT's planted-fault binaries (bench/prebuild.sh FAULT:TARGET), each must be
+#             caught: FAULT_gpu_backward_test fails, FAULT_tbecheck finds the fault in the named
+#             cases of the faults part's "cases" detector (faults.cases, gpu_backward.cases)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
 #   random    edge.cases and gpu.cases (also with fwd.small=on), tbecheck random 300 607 --path
@@ -94,8 +100,9 @@ build_here() {
   fi
 }
 # PREBUILT=DIR: the binaries of DIR (bench/prebuild.sh: built elsewhere for sm_90 and carried
-# in: tbecheck, gpu_forward_bench, gpu_backward_bench) and no build here, for the parts that
-# need nothing else (race, random, triton, bench, sweep, bwdbench, fwdprofile, profile)
+# in: tbecheck, gpu_forward_bench, gpu_backward_bench, tests, planted faults) and no build
+# here, for the parts that need nothing else (ptests, pfaults, psanitize, race, random, triton,
+# bench, sweep, bwdbench, fwdprofile, profile)
 TBECHECK=build-gpu/tbecheck
 FWD_BENCH=build-gpu/bench/gpu_forward_bench
 BWD_BENCH=build-gpu/bench/gpu_backward_bench
@@ -150,6 +157,39 @@ run_part() {
       for f in "${names[@]}"; do cp "build-gpu/faults/$f/result.json" "$LOGS/result_$f.json" 2>/dev/null; done
       for f in "${names[@]}"; do
         note "fault" "$f: $(grep -F "\`$f\`" "$LOGS/faults_table.md" | cut -d'|' -f4 | cut -c1-150)"
+      done ;;
+    ptests)
+      local exe
+      for exe in "$PREBUILT"/gpu_*_test; do
+        [ -x "$exe" ] || continue
+        timeout "$(left)" "$exe" >"$LOGS/$(basename "$exe").txt" 2>&1
+        r=$?; [ $r -ne 0 ] && failed
+        note ptests "$(basename "$exe") exit $r: $(grep -c '^pass' "$LOGS/$(basename "$exe").txt") pass, $(grep -c '^FAIL' "$LOGS/$(basename "$exe").txt") FAIL lines"
+      done ;;
+    psanitize)
+      local tool
+      grep -E "${SAN_LINES:-bwd.small_tc=on}" cases/gpu_backward.cases >"$LOGS/san.cases"
+      for tool in memcheck racecheck synccheck; do
+        timeout "$(left)" compute-sanitizer --tool "$tool" --error-exitcode 9 "$TBECHECK" run \
+          --engines ref,gpu --db "$LOGS/san_$tool.db" "$LOGS/san.cases" >"$LOGS/san_$tool.txt" 2>&1
+        r=$?; [ $r -ne 0 ] && failed
+        note psanitize "$tool on $(grep -c . "$LOGS/san.cases") lines: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/san_$tool.txt" | tr '\n' ' ')"
+      done ;;
+    pfaults)
+      local exe name fault
+      for exe in "$PREBUILT"/*_gpu_backward_test "$PREBUILT"/*_tbecheck; do
+        [ -x "$exe" ] || continue
+        name=$(basename "$exe") fault=${name%_gpu_backward_test} fault=${fault%_tbecheck}
+        if [[ $name == *_gpu_backward_test ]]; then
+          timeout "$(left)" "$exe" >"$LOGS/pfault_$name.txt" 2>&1
+          r=$?; [ $r -eq 0 ] && failed
+          note fault "$fault: gpu_backward exit $r (0: missed), $(grep -c '^FAIL' "$LOGS/pfault_$name.txt") FAIL lines"
+        else
+          timeout "$(left)" "$exe" run --engines ref,gpu --db "$LOGS/pfault_$fault.db" \
+            cases/faults.cases cases/gpu_backward.cases >"$LOGS/pfault_$name.txt" 2>&1
+          r=$?; [ $r -eq 0 ] && failed
+          note fault "$fault: cases exit $r (0: missed): $(grep -E '^run [0-9]+:' "$LOGS/pfault_$name.txt" | cut -c1-80)"
+        fi
       done ;;
     race)
       timeout "$(left)" "$TBECHECK" race --seconds "${RACE_S:-60}" --seed 7 --db "$LOGS/race.db" \
