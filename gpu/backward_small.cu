@@ -31,9 +31,14 @@ const int KP = KS + 8;        /* halves per staged row: 12 words, so a fragment'
                                  (row 16*t + g, word tig) hit 32 banks */
 const int TILES = DMAX / 8 / 2; /* column tiles per warp */
 
+const int COLS = WARPS * 32 / DMAX; /* bags a staging pass covers: a thread's column is fixed */
+static_assert(WARPS * 32 % DMAX == 0 && DMAX % 32 == 0, "a warp stages one bag");
+
 struct small_stage_smem {
   __half count[RMAX][KP]; /* [table row][bag of the k-step] */
   __half hi[DMAX][KP], lo[DMAX][KP]; /* [column][bag of the k-step] */
+  int64_t g_row[REF_SMALL_SEG]; /* a bag's first element of G, -1 for an empty bag */
+  float scale[REF_SMALL_SEG];   /* its MEAN scale (1 otherwise) */
 };
 
 __device__ __forceinline__ bool fatal_stop(const dev_bounds *state)
@@ -41,13 +46,16 @@ __device__ __forceinline__ bool fatal_stop(const dev_bounds *state)
   return state && (state->first_bad_bag != ~0ull || state->first_bad_index != ~0ull);
 }
 
-/* G at column d of bag `bag` (bwd_g: clip, MEAN's 1/L), and its L; an empty bag's G is never
- * read (0 here: MEAN's 1/0 would make it Inf or NaN, and its counts are all 0) */
-__device__ __forceinline__ float small_g(const dev_bwd &w, int32_t bag, int32_t d, int32_t D,
-                                         int64_t &L)
+/* Bag `bag`'s L, and where its G row starts and its MEAN scale; an empty bag's G is never read
+ * (-1: MEAN's 1/0 would make it Inf or NaN, and its counts are all 0). Each staging and check
+ * pass gives a thread one column (threadIdx.x % DMAX) and a warp one bag, so these loads are
+ * uniform in the warp and no element needs a division. */
+__device__ __forceinline__ int64_t small_bag(const dev_bwd &w, int32_t bag, int32_t D, int64_t &L,
+                                             float &scale)
 {
   L = ld_index(w.b.offsets, w.b.itype, bag + 1) - ld_index(w.b.offsets, w.b.itype, bag);
-  return L > 0 ? bwd_g(w, bwd_g_row(w, bag, 0, D) + d, bwd_mean_scale(w, bag)) : 0.0f;
+  scale = L > 0 ? bwd_mean_scale(w, bag) : 1.0f;
+  return L > 0 ? bwd_g_row(w, bag, 0, D) : -1;
 }
 
 /* ---- the check: a table with a bag of L > 256 or an fp16-overflowing or NaN G falls back ---- */
@@ -58,9 +66,12 @@ __global__ void small_check_kernel(dev_bwd w)
   if (!w.tc_plan[tb.j])
     return;
   bool ok = true;
-  for (int32_t i = threadIdx.x; i < sg.nbags * tb.D; i += blockDim.x) {
+  const int d = threadIdx.x % DMAX;
+  for (int32_t q = threadIdx.x / DMAX; q < sg.nbags; q += COLS) {
     int64_t L;
-    const float x = small_g(w, (int32_t)(sg.bag0 + i / tb.D), i % tb.D, tb.D, L);
+    float scale;
+    const int64_t e = small_bag(w, (int32_t)(sg.bag0 + q), tb.D, L, scale);
+    const float x = e >= 0 && d < tb.D ? bwd_g(w, e + d, scale) : 0.0f;
     ok = ok && L <= REF_SMALL_HIST && (__half_as_ushort(__float2half_rn(x)) & 0x7C00) != 0x7C00;
   }
   if (__syncthreads_or(!ok) && threadIdx.x == 0)
@@ -80,12 +91,12 @@ __device__ __forceinline__ void small_stage(const dev_bwd &w, const bwd_small_se
     if (c)
       w.tc_touched[sg.table * RMAX + r] = 1;
   }
-  for (int i = threadIdx.x; i < KS * tb.D; i += blockDim.x) {
-    const int q = i / tb.D, d = i % tb.D;
+  const int d = threadIdx.x % DMAX;
+  for (int q = threadIdx.x / DMAX; q < KS && d < tb.D; q += COLS) {
     __half h = __float2half_rn(0.0f), l = h;
-    if (k0 + q < sg.nbags) {
-      int64_t L;
-      const float x = small_g(w, (int32_t)(sg.bag0 + k0 + q), d, tb.D, L);
+    const int64_t e = k0 + q < sg.nbags ? sm.g_row[k0 + q] : -1;
+    if (e >= 0) {
+      const float x = bwd_g(w, e + d, sm.scale[k0 + q]);
       h = __float2half_rn(x);
       l = __float2half_rn(__fsub_rn(x, __half2float(h))); /* exact: Sterbenz */
     }
@@ -143,6 +154,10 @@ __global__ void __launch_bounds__(WARPS * 32) small_segment_kernel(dev_bwd w,
   const int r0 = (warp >> 1) * 16, nt0 = (warp & 1) * TILES;
   const bool live = r0 < tb.E && nt0 * 8 < tb.D;
   float h[TILES][4] = {}, l[TILES][4] = {};
+  for (int32_t q = threadIdx.x; q < sg.nbags; q += blockDim.x) { /* read by the stages */
+    int64_t L;
+    sm.g_row[q] = small_bag(w, (int32_t)(sg.bag0 + q), tb.D, L, sm.scale[q]);
+  }
   for (int32_t k0 = 0; k0 < sg.nbags; k0 += KS) {
     __syncthreads(); /* the previous step's operands are read */
     small_stage(w, sg, tb, k0, sm);
