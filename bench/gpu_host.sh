@@ -257,7 +257,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --db "$LOGS/sweep.db" \
         >"$LOGS/sweep.txt" 2>&1 || failed
       while read -r line; do note "" "$line"; done < <(grep -E "^SW-" "$LOGS/sweep.txt" |
-        cut -c1-100)
+        cut -c1-150)
       note sweep "see logs/sweep.txt" ;;
     bwdbench)
       timeout "$(left)" "$BWD_BENCH" ${BWD_ONLY:+--only "$BWD_ONLY"} \

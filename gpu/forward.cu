@@ -631,10 +631,10 @@ struct gpu_fwd_plan {
     gather_launch g;
     dim3 grid;
     gather_kind kind;
+    int width; /* rows in flight */
   };
   std::vector<launch> launches;
   feat_info *d_features = nullptr;
-  int width = 8;
   ~gpu_fwd_plan() { cudaFree(d_features); }
 };
 
@@ -644,7 +644,8 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
   *out = nullptr;
   gpu_fwd_plan *p = new gpu_fwd_plan();
   const int es = (int)tbe_dtype_size(h->wdtype);
-  p->width = cfg && cfg->width ? cfg->width : 8; /* measured sweep: bench/RESULTS.md */
+  /* a group's lanes: at least 8 by the policy (or fwd.width), however narrow the rows */
+  const int group_floor = cfg && cfg->width ? cfg->width : 8;
   std::vector<bucket> buckets;
   for (int i = 0; i < n && h->pool != TBE_POOL_NONE; i++) {
     const int32_t t = features[i], j = h->feature_table_map[t];
@@ -652,7 +653,7 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
     bucket k;
     k.vb = wide ? 16 : es;
     const int chunks = wide ? h->D[j] * es / 16 : h->D[j];
-    k.G = std::max(p->width, std::min(32, pow2_ceil(chunks)));
+    k.G = std::max(group_floor, std::min(32, pow2_ceil(chunks)));
     k.cpt = chunks <= 32 ? 1 : 2;
     k.tiles = (chunks + k.G * k.cpt - 1) / (k.G * k.cpt);
     auto it = std::find_if(buckets.begin(), buckets.end(), [&](const bucket &x) {
@@ -717,6 +718,10 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
                       l->total_B <= INT32_MAX - 64;
     x.kind = direct ? KIND_DIRECT : lean ? KIND_LEAN : KIND_WINDOW;
     g.bpp = direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
+    /* rows in flight: 4 for the lean window over four short bags a program, where its two
+     * more resident blocks (lean_blocks) beat the deeper window (F4: rows hit in L2), else 8
+     * (long bags, one a program, keep 8 in flight); measured sweep: bench/RESULTS.md */
+    x.width = cfg && cfg->width ? cfg->width : x.kind == KIND_LEAN && g.bpp == 4 ? 4 : 8;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
@@ -765,11 +770,11 @@ tbe_status gpu_forward_gather(const dev_batch &b, const gpu_fwd_plan *p, int fus
     g.mode = base.mode;
     g.state = base.state;
     if (b.wdtype == TBE_FP32)
-      launch_bucket<TBE_FP32>(x.k, p->width, x.kind, x.grid, b, g, stream);
+      launch_bucket<TBE_FP32>(x.k, x.width, x.kind, x.grid, b, g, stream);
     else if (b.wdtype == TBE_FP16)
-      launch_bucket<TBE_FP16>(x.k, p->width, x.kind, x.grid, b, g, stream);
+      launch_bucket<TBE_FP16>(x.k, x.width, x.kind, x.grid, b, g, stream);
     else
-      launch_bucket<TBE_BF16>(x.k, p->width, x.kind, x.grid, b, g, stream);
+      launch_bucket<TBE_BF16>(x.k, x.width, x.kind, x.grid, b, g, stream);
     GPU_TRY(cudaGetLastError());
   }
   return tbe_ok();
