@@ -698,30 +698,32 @@ tbe_status gpu_fwd_plan_make(const tbe_batch *h, const tbe_layout *l, const int3
     g.tile_chunks = k.G * k.cpt;
     /* policy from the measured sweep (bench/RESULTS.md): the direct gather where rows come
      * from DRAM (a table outgrows L2: its programs read one table at a time), bags average 16
-     * rows or more and rows are at least 128 bytes; the window gather where rows are hit in
-     * cache, bags are a few rows or rows narrow (it issues fewer instructions per row), and
-     * with the fused check. The window's four
-     * bags per program hide the per-bag latency of short bags, one keeps more programs for
-     * long ones. */
+     * rows or more and rows are at least 128 bytes, unless the check is fused (there the
+     * window is faster); elsewhere the window gather, where rows are hit in cache, bags are a
+     * few rows or rows narrow (it issues fewer instructions per row). The window's four bags
+     * per program hide the per-bag latency of short bags, one keeps more programs for long
+     * ones. */
     const gpu_gather_mode mode = cfg ? cfg->gather : GPU_GATHER_AUTO;
-    const bool direct =
-        mode == GPU_GATHER_DIRECT ||
-        (mode == GPU_GATHER_AUTO && !(cfg && cfg->fused_bounds) &&
-         k.table_bytes > gpu_l2_bytes() && h->N >= 16 * l->total_B && k.min_row >= 128);
+    const bool from_dram =
+        k.table_bytes > gpu_l2_bytes() && h->N >= 16 * l->total_B && k.min_row >= 128;
+    const bool direct = mode == GPU_GATHER_DIRECT ||
+                        (mode == GPU_GATHER_AUTO && !(cfg && cfg->fused_bounds) && from_dram);
     /* the lean window where its kernel exists (a 16-byte chunk per lane) and its 32-bit
      * positions and bags hold every one, a window (32) past the last: asked for, or by the
-     * policy where the window would run without the fused check (measured faster on F4, S1
-     * and the sweep's short bags and narrow rows; with the check the window was, by 1%) */
-    const bool lean = (mode == GPU_GATHER_LEAN ||
-                       (mode == GPU_GATHER_AUTO && !(cfg && cfg->fused_bounds))) &&
+     * policy where the direct gather's shapes do not run (measured faster on F4, S1 and the
+     * sweep's short bags and narrow rows, fused on F4 too; fused on F1 the window was) */
+    const bool lean = (mode == GPU_GATHER_LEAN || (mode == GPU_GATHER_AUTO && !from_dram)) &&
                       !direct && k.vb == 16 && k.cpt == 1 && h->N <= INT32_MAX - 64 &&
                       l->total_B <= INT32_MAX - 64;
     x.kind = direct ? KIND_DIRECT : lean ? KIND_LEAN : KIND_WINDOW;
     g.bpp = direct ? 1 : cfg && cfg->bags ? cfg->bags : h->N < 64 * l->total_B ? 4 : 1;
-    /* rows in flight: 4 for the lean window over four short bags a program, where its two
-     * more resident blocks (lean_blocks) beat the deeper window (F4: rows hit in L2), else 8
-     * (long bags, one a program, keep 8 in flight); measured sweep: bench/RESULTS.md */
-    x.width = cfg && cfg->width ? cfg->width : x.kind == KIND_LEAN && g.bpp == 4 ? 4 : 8;
+    /* rows in flight: 4 for the lean window over four short bags a program in groups of 16
+     * lanes or more (rows of 256 bytes and up), where its two more resident blocks
+     * (lean_blocks) beat the deeper window (F4, the sweep's L <= 8); else 8 (groups of 8
+     * lanes: F3; one long bag a program); measured: bench/RESULTS.md */
+    x.width = cfg && cfg->width               ? cfg->width
+              : x.kind == KIND_LEAN && g.bpp == 4 && k.G >= 16 ? 4
+                                                              : 8;
     const int64_t programs = (k.max_B + g.bpp - 1) / g.bpp;
     if (programs == 0)
       continue;
