@@ -32,10 +32,10 @@
 #             only those)
 #   wait      waits for the parts run in the background before it
 #   fwdprofile  ncu on the forward's gaps, one kernel launch each (clocks left alone): ours
-#             (window and direct) and the gather ceiling on F1, F4 and SW-L1, F4 fused, S1
-#             generic and small, the lean window (fwd.gather=lean) on F4 (plain and fused),
-#             SW-L1 and S1 (FWD_PROFILES="F4_fused F1_direct": only those); the reports in
-#             logs/fwd_*.ncu-rep, a line of figures each in the table
+#             and the gather ceiling on F1, F4 and SW-L1, the window and direct on F1, the
+#             fused check on F1 (window) and F4 (lean), S1 generic, small and lean, the lean
+#             window at 8 rows in flight on F4 (FWD_PROFILES="F4_fused F1_direct": only
+#             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
 #             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
 #             short_runs kernel on F1 (logs/anchor.ncu-rep) when a copy is carried in .probe/
@@ -107,6 +107,9 @@ TBECHECK=build-gpu/tbecheck
 FWD_BENCH=build-gpu/bench/gpu_forward_bench
 BWD_BENCH=build-gpu/bench/gpu_backward_bench
 if [ -n "${PREBUILT:-}" ]; then
+  if [ -f "$PREBUILT/bin.tar.xz" ]; then # packed by prebuild.sh: too big to carry as they are
+    mkdir -p /tmp/prebuilt && tar -xJf "$PREBUILT/bin.tar.xz" -C /tmp/prebuilt && PREBUILT=/tmp/prebuilt
+  fi
   TBECHECK=$PREBUILT/tbecheck FWD_BENCH=$PREBUILT/gpu_forward_bench
   BWD_BENCH=$PREBUILT/gpu_backward_bench
   note build "prebuilt: $(cd "$PREBUILT" && ls | tr '\n' ' ')"
@@ -299,8 +302,9 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       fi ;;
     fwdprofile)
       # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool
-      # template argument reads true or false (not (bool)1) and gather_kernel's last two are
-      # FUSED and LEAN; the filter is split into words, so a space in a regex is written '.'.
+      # template argument reads (bool)1 or (bool)0 (ncu 2025 on the H200) and gather_kernel's
+      # last four are GW, WEIGHTED, FUSED and LEAN; the filter is split into words, so a space
+      # in a regex is written '.'.
       # The bench times each configuration in 23 launches (3 warm-up), hence -s 23 to pass one.
       local spec name args filter
       for spec in "F1_ours|--only F1|-k regex:gather_kernel -c 1" \
@@ -310,14 +314,13 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         "F1_direct|--only F1|-k regex:direct_kernel -c 1" \
         "F4_plain|--only F4|-k regex:gather_kernel -c 1" \
         "F4_ceiling|--only F4|-k regex:ceiling_kernel -c 1" \
-        "F4_fused|--only F4|-k regex:gather_kernel<.*true,.false> -c 1" \
-        "F4_lean|--only F4|-k regex:gather_kernel<.*8,.false,.false,.true> -c 1" \
-        "F4_lean_fused|--only F4|-k regex:gather_kernel<.*true,.true> -c 1" \
-        "L1_lean|--sweep --only SW-L1|-k regex:gather_kernel<.*true> -c 1" \
+        "F1_fused|--only F1|-k regex:gather_kernel<.*\(bool\)1,.\(bool\)0> -c 1" \
+        "F4_fused|--only F4|-k regex:gather_kernel<.*\(bool\)1,.\(bool\)1> -c 1" \
+        "F4_lean8|--only F4|-k regex:gather_kernel<.*8,.\(bool\)0,.\(bool\)0,.\(bool\)1> -c 1" \
         "S1_generic|--only S1|-k regex:gather_kernel -c 1" \
         "S1_ceiling|--only S1|-k regex:ceiling_kernel -c 1" \
         "S1_small|--only S1|-k regex:small_kernel -c 1" \
-        "S1_lean|--only S1|-k regex:gather_kernel<.*8,.false,.false,.true> -s 23 -c 1"; do
+        "S1_lean|--only S1|-k regex:gather_kernel<.*8,.\(bool\)0,.\(bool\)0,.\(bool\)1> -s 23 -c 1"; do
         IFS='|' read -r name args filter <<<"$spec"
         [ -n "${FWD_PROFILES:-}" ] && [[ " $FWD_PROFILES " != *" $name "* ]] && continue
         # shellcheck disable=SC2086 # the arguments are word lists
