@@ -17,8 +17,9 @@
 #   random    edge.cases and gpu.cases (also with fwd.small=on), tbecheck random 300 607 --path
 #             small, tbecheck random 300 606 (RANDOM_SETS picks), each through ref,gpu into
 #             its own database; the small path's model-bitwise counts of each
-#   bench     the forward benchmarks, the anchor probe ../shared/anchors/gather_probe.cu right
-#             after them when a copy is carried in .probe/, and torch_peer.py
+#   bench     the forward benchmarks (FWD_ONLY=F1,F4: --only those), the anchor probe
+#             ../shared/anchors/gather_probe.cu right after them when a copy is carried in
+#             .probe/, and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/, on F1
 #             and, where the SL sweep runs, on its sweep --sl);
@@ -180,6 +181,11 @@ run_part() {
       done ;;
     pfaults)
       local exe name fault
+      # the clean build first: it must pass the cases the fault binaries must fail
+      timeout "$(left)" "$TBECHECK" run --engines ref,gpu --db "$LOGS/pfault_clean.db" \
+        cases/faults.cases cases/gpu_backward.cases >"$LOGS/pfault_clean.txt" 2>&1
+      r=$?; [ $r -ne 0 ] && failed
+      note fault "clean: cases exit $r: $(grep -E '^run [0-9]+:' "$LOGS/pfault_clean.txt" | cut -c1-80)"
       for exe in "$PREBUILT"/*_gpu_backward_test "$PREBUILT"/*_tbecheck; do
         [ -x "$exe" ] || continue
         name=$(basename "$exe") fault=${name%_gpu_backward_test} fault=${fault%_tbecheck}
@@ -201,13 +207,14 @@ run_part() {
       note race "exit $r: $(tail -1 "$LOGS/race.txt")" ;;
     random)
       # edge.cases and gpu.cases as they are and with every eligible feature on the small path
-      # (fwd.small=on put before each line's comment), the small path's own campaign, then the
+      # (fwd.small=on put before each line's comment, where the line does not set fwd.small: a
+      # key given twice is a bad case), the small path's own campaign, then the
       # general one: each into its own database, each counted
       "$TBECHECK" random 300 607 --path small >"$LOGS/small.cases"
       "$TBECHECK" random 300 606 >"$LOGS/random.cases"
       local set f
       for f in edge gpu; do
-        sed -E '/^[[:space:]]*(#|$)/!s/^([^#]*)(#.*)?$/\1 fwd.small=on \2/' cases/$f.cases \
+        sed -E '/^[[:space:]]*(#|$)/!{/fwd\.small=/!s/^([^#]*)(#.*)?$/\1 fwd.small=on \2/}' cases/$f.cases \
           >"$LOGS/${f}_small.cases"
       done
       for set in ${RANDOM_SETS:-edge edge_small gpu_small small gpu random}; do
@@ -226,7 +233,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
 " "$LOGS/$set.db" 2>&1 | tail -1)"
       done ;;
     bench)
-      timeout "$(left)" "$FWD_BENCH" >"$LOGS/bench.txt" 2>&1
+      timeout "$(left)" "$FWD_BENCH" ${FWD_ONLY:+--only "$FWD_ONLY"} >"$LOGS/bench.txt" 2>&1
       if [ -f .probe/gather_probe.cu ]; then
         nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gather_probe .probe/gather_probe.cu &&
           timeout "$(left)" /tmp/gather_probe >"$LOGS/probe.txt" 2>&1

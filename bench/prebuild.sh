@@ -10,8 +10,9 @@
 # build/pre-FAULT with -DTBE_FAULT=FAULT (fuzz/FAULTS.md) and lands as .prebuilt/FAULT_TARGET.
 # The binaries read cases/ and the anchors at this checkout's absolute path, which the GPU host
 # shares. A device call carries 64 MiB in all and every binary links every kernel (19-24 MB
-# each), so about three fit; past 56 MiB they go into .prebuilt/bin.tar.xz (about a quarter the
-# size), which gpu_host.sh unpacks there. Then, on the device:
+# each), so three fit beside the tree as they are; past 56 MiB they go into .prebuilt/bin.tar.xz
+# (machine code packs to about four fifths: three binaries fit with room to spare, four do not),
+# which gpu_host.sh unpacks there. Then, on the device:
 #   carry [".prebuilt"]; PREBUILT=.prebuilt bash bench/gpu_host.sh race bench ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
