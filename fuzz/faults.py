@@ -120,14 +120,15 @@ FAULTS = {
                          "(gpu/backward_impl.cuh)",
         tests=["gpu_backward", "cli_gpu"], expect=["gpu_backward", "cli_gpu", "cases"]),
     # reached only with the bulk reduce (bwd.bulk=auto or on, atomic combine) and the fused
-    # countdown: gpu_backward.cases's fused bulk cases (cli_gpu) and faults.cases's; the campaign
-    # gives bulk to half its scheduled atomic draws and all the others, few of them fused, so
-    # fuzz is not required
+    # countdown: gpu_backward.cases's fused bulk cases and faults.cases's two. On the H200 no
+    # detector catches it (FAULTS.md: every such case passed on the fault's build, the hot row of
+    # 3125 chunk programs too): the reduce lands before the last program reads the row, so
+    # nothing is expected of the detectors until one is found that sees it
     "bulk_no_wait": dict(
         gpu=True, breaks="a fused chunk program counts its run down without waiting for its bulk "
                          "reduce, so the last one may apply a row some partials have not reached "
                          "(gpu/backward_long.cu)",
-        tests=["cli_gpu"], expect=["cli_gpu", "cases"]),
+        tests=["cli_gpu"], expect=[]),
     # reached only by a session that uploads a second batch under bwd.hoist=on: gpu_backward's
     # hoist test (a second batch after the first's hoisted forward, and the refused backwards);
     # every case run is one batch (gpu_run), on which kept metadata is still its own, so the
@@ -139,8 +140,9 @@ FAULTS = {
                          "(gpu/engine.cu)",
         tests=["gpu_backward"], expect=["gpu_backward"]),
     # bwd.small_tc's order: the lo parts' MMAs go into the hi chain, the order the model's unit
-    # tests pin as different; held by the model's bits in gpu_backward's small_tc test and in
-    # the bwd.small_tc=on cases (path backward.small; not measured yet)
+    # tests pin as different; held by the model's bits in gpu_backward's small_tc test (caught
+    # there on the H200: 5 of its 8 tests) and in the bwd.small_tc=on cases (path
+    # backward.small; not yet run on the fault)
     "small_tc_one_chain": dict(
         gpu=True, breaks="bwd.small_tc: the lo parts' MMAs accumulate into the hi chain, one "
                          "chain in place of two (gpu/backward_small.cu)",
