@@ -120,15 +120,16 @@ FAULTS = {
                          "(gpu/backward_impl.cuh)",
         tests=["gpu_backward", "cli_gpu"], expect=["gpu_backward", "cli_gpu", "cases"]),
     # reached only with the bulk reduce (bwd.bulk=auto or on, atomic combine) and the fused
-    # countdown: gpu_backward.cases's fused bulk cases and faults.cases's two. On the H200 no
-    # detector catches it (FAULTS.md: every such case passed on the fault's build, the hot row of
-    # 3125 chunk programs too): the reduce lands before the last program reads the row, so
-    # nothing is expected of the detectors until one is found that sees it
+    # countdown: gpu_backward.cases's fused bulk cases and faults.cases's two. No run on the H200
+    # exposes it (FAULTS.md: every such case passed on the fault's build, the hot row of 3125
+    # chunk programs too): the reduce lands before the last program reads the row. The SASS
+    # check sees the missing wait in every fused bulk chunk kernel, as it sees fused_no_fence's
+    # missing fence
     "bulk_no_wait": dict(
         gpu=True, breaks="a fused chunk program counts its run down without waiting for its bulk "
                          "reduce, so the last one may apply a row some partials have not reached "
                          "(gpu/backward_long.cu)",
-        tests=["cli_gpu"], expect=[]),
+        tests=["gpu_fence_sass", "cli_gpu"], expect=["gpu_fence_sass"]),
     # reached only by a session that uploads a second batch under bwd.hoist=on: gpu_backward's
     # hoist test (a second batch after the first's hoisted forward, and the refused backwards);
     # every case run is one batch (gpu_run), on which kept metadata is still its own, so the
