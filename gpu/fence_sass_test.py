@@ -69,8 +69,9 @@ def check(name, insns):
         while j >= 0 and kinds[j] not in ("fence", "partial"):
             j -= 1
         if j < 0 or kinds[j] != "fence":
-            why = ("a partial is stored between the fence and the countdown" if j >= 0
-                   else "no GPU-scope fence before the countdown")
+            why = ("a partial is stored between the fence and the countdown"
+                   if j >= 0 and "fence" in kinds[:j]
+                   else "no GPU-scope fence between the partial and the countdown")
             bad.append((insns[i][0], insns[i][1], why))
             continue
         if "partial" not in kinds[:j] and "bulk" not in kinds[:j]:
