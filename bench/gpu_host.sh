@@ -181,11 +181,17 @@ run_part() {
       done ;;
     pfaults)
       local exe name fault
+      # BINARY NAME: the named cases through ref,gpu into logs/pfault_NAME.*; sets r, says the run
+      pfault_cases() {
+        timeout "$(left)" "$1" run --engines ref,gpu --db "$LOGS/pfault_$2.db" \
+          cases/faults.cases cases/gpu_backward.cases >"$LOGS/pfault_$2.txt" 2>&1
+        r=$?
+        pfault_run=$(grep -E '^run [0-9]+:' "$LOGS/pfault_$2.txt" | cut -c1-80)
+      }
       # the clean build first: it must pass the cases the fault binaries must fail
-      timeout "$(left)" "$TBECHECK" run --engines ref,gpu --db "$LOGS/pfault_clean.db" \
-        cases/faults.cases cases/gpu_backward.cases >"$LOGS/pfault_clean.txt" 2>&1
-      r=$?; [ $r -ne 0 ] && failed
-      note fault "clean: cases exit $r: $(grep -E '^run [0-9]+:' "$LOGS/pfault_clean.txt" | cut -c1-80)"
+      pfault_cases "$TBECHECK" clean
+      [ $r -ne 0 ] && failed
+      note fault "clean: cases exit $r: $pfault_run"
       for exe in "$PREBUILT"/*_gpu_backward_test "$PREBUILT"/*_tbecheck; do
         [ -x "$exe" ] || continue
         name=$(basename "$exe") fault=${name%_gpu_backward_test} fault=${fault%_tbecheck}
@@ -194,10 +200,9 @@ run_part() {
           r=$?; [ $r -eq 0 ] && failed
           note fault "$fault: gpu_backward exit $r (0: missed), $(grep -c '^FAIL' "$LOGS/pfault_$name.txt") FAIL lines"
         else
-          timeout "$(left)" "$exe" run --engines ref,gpu --db "$LOGS/pfault_$fault.db" \
-            cases/faults.cases cases/gpu_backward.cases >"$LOGS/pfault_$name.txt" 2>&1
-          r=$?; [ $r -eq 0 ] && failed
-          note fault "$fault: cases exit $r (0: missed): $(grep -E '^run [0-9]+:' "$LOGS/pfault_$name.txt" | cut -c1-80)"
+          pfault_cases "$exe" "$fault"
+          [ $r -eq 0 ] && failed
+          note fault "$fault: cases exit $r (0: missed): $pfault_run"
         fi
       done ;;
     race)
