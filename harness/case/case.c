@@ -1272,15 +1272,23 @@ static int spec_equal(const case_spec *a, const case_spec *b)
          memcmp(a->list, b->list, sizeof *a->list * (size_t)a->count) == 0;
 }
 
+/* knobs_equal compares every field of the two run configurations: a field it skipped would let
+ * case_format drop that knob unseen by the round-trip tests. Their fields are all int-sized
+ * (ints and enums), so a new one changes the size and stops the build here until it is added. */
+_Static_assert(sizeof(gpu_fwd_config) == 5 * sizeof(int), "knobs_equal: compare the new field");
+_Static_assert(sizeof(gpu_bwd_config) == 13 * sizeof(int), "knobs_equal: compare the new field");
+
 static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
 {
   const ref_bwd_config *x = &a->bwd, *y = &b->bwd;
   const gpu_fwd_config *f = &a->fwd, *g = &b->fwd;
   const gpu_bwd_config *p = &a->gpu_bwd, *q = &b->gpu_bwd;
   return f->bags == g->bags && f->width == g->width && f->small == g->small &&
-         f->fused_bounds == g->fused_bounds && p->long_mode == q->long_mode &&
+         f->fused_bounds == g->fused_bounds && f->gather == g->gather &&
+         p->long_mode == q->long_mode &&
          p->no_bucket == q->no_bucket && p->no_direct == q->no_direct &&
-         p->short_width == q->short_width && p->long_width == q->long_width && p->grid == q->grid && p->order == q->order &&
+         p->short_width == q->short_width && p->long_width == q->long_width &&
+         p->grid == q->grid && p->order == q->order &&
          p->noise == q->noise && p->delay == q->delay && p->steal == q->steal &&
          p->bulk == q->bulk && p->hoist == q->hoist && p->small_tc == q->small_tc &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&

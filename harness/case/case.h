@@ -38,9 +38,9 @@ uint64_t case_seed(const tbe_case *c);
  * configuration and the GPU backward's (zero values mean "the default policy"; bwd.width sets
  * both widths of gpu_bwd), and the backward's numerics. */
 typedef struct {
-  gpu_fwd_config fwd;     /* fwd.bags, fwd.width, fwd.small, fused_bounds */
-  gpu_bwd_config gpu_bwd; /* bwd.long, bwd.bucket, bwd.width, bwd.grid, bwd.order, bwd.noise,
-                           * bwd.delay, bwd.steal, bwd.hoist, bwd.small_tc */
+  gpu_fwd_config fwd;     /* fwd.bags, fwd.width, fwd.small, fwd.gather, fused_bounds */
+  gpu_bwd_config gpu_bwd; /* bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid, bwd.order,
+                           * bwd.noise, bwd.delay, bwd.steal, bwd.bulk, bwd.hoist, bwd.small_tc */
   ref_bwd_config bwd;     /* opt, lr, eps, wd, lambda, clip, sr, step, bwd.*; the Philox seed
                            * is the case's seed; bwd.opt.kind == REF_OPT_NONE: forward only */
 } tbe_knobs;

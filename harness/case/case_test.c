@@ -499,9 +499,66 @@ static void test_case_files(void)
   }
 }
 
+/* b parses, differs from a (case_equal compares the field it changes), and prints back to
+ * itself. */
+static void check_differs(const tbe_case *a, const char *text, const char *what)
+{
+  tbe_case *b = NULL;
+  tbe_status st = case_parse(text, &b);
+  CHECK(st.code == TBE_OK && b, "'%s' does not parse: %s: %s", text, st.field, st.message);
+  if (!b)
+    return;
+  CHECK(!case_equal(a, b), "'%s' equals the base case: case_equal does not compare %s", text,
+        what);
+  char buf[BUF];
+  case_format(b, buf, sizeof buf);
+  check_canonical(text, buf);
+  case_free(b);
+}
+
+/* Every key changes the case: the base and the base with one key at another value (with what
+ * that value needs) are different cases. A field that case_equal skipped would let the round
+ * trips above drop or garble its key unseen, so the lists hold every key of the language: those
+ * of the base as whole texts, the others as tokens added to it. */
+static void test_every_key_counts(void)
+{
+  static const char base[] = "T=2 E=50,1000 D=128 wdtype=fp16 opt=rowwise_adagrad seed=1";
+  static const char *const whole[] = {
+    "T=3 E=50 D=128 wdtype=fp16 opt=rowwise_adagrad seed=1",
+    "T=2 E=60,1000 D=128 wdtype=fp16 opt=rowwise_adagrad seed=1",
+    "T=2 E=50 map=0,0 D=128 wdtype=fp16 opt=rowwise_adagrad seed=1",
+    "T=2 E=50,1000 D=64 wdtype=fp16 opt=rowwise_adagrad seed=1",
+    "T=2 E=50,1000 D=128 wdtype=fp32 opt=rowwise_adagrad seed=1",
+    "T=2 E=50,1000 D=128 wdtype=fp16 opt=sgd seed=1",
+    "T=2 E=50,1000 D=128 wdtype=fp16 opt=rowwise_adagrad seed=2"};
+  static const char *const added[] = {
+    "B=5", "vbe=1", "vbe=1 R=2", "L=5", "dist=zipf:1.1", "B=8 L=8 hot=0:3:20", "out=fp16",
+    "idx=int32", "pool=mean", "weighted=1", "weighted=1 psw=0.5", "invalid=0.1",
+    "invalid=0.1 invalid_kind=negative", "corrupt=negative", "bounds=fatal", "fwd.bags=2",
+    "fwd.width=4", "fwd.small=on", "fwd.gather=direct", "fused_bounds=1", "lr=0.5", "eps=0.5",
+    "wd=l2", "wd=l2 lambda=0.5", "clip=1", "sr=1", "sr=1 step=3", "bwd.threshold=8",
+    "bwd.chunk=8", "bwd.combine=atomic", "bwd.long=fused", "bwd.bucket=0", "bwd.direct=0",
+    "bwd.width=4", "bwd.grid=7", "bwd.order=desc", "bwd.noise=1", "bwd.delay=500",
+    "bwd.steal=on", "bwd.combine=atomic bwd.bulk=on", "bwd.hoist=on", "bwd.small_tc=on"};
+  tbe_case *a = NULL;
+  tbe_status st = case_parse(base, &a);
+  CHECK(st.code == TBE_OK && a, "'%s' does not parse: %s", base, st.message);
+  if (!a)
+    return;
+  for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+    check_differs(a, whole[i], "the key that differs");
+  for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text, "%s %s", base, added[i]);
+    check_differs(a, text, added[i]);
+  }
+  case_free(a);
+}
+
 int main(void)
 {
   test_canonical();
+  test_every_key_counts();
   test_errors();
   test_format_truncation();
   test_random_cases();
