@@ -102,6 +102,10 @@ struct gpu_session {
   uint64_t counts_gen;  /* gen of the forward that saved bwd.small_tc's counts (0: none yet) */
 };
 
+/* Whether two forward configurations are one (a captured graph's and a call's): every field (all
+ * int-sized, so a field added to gpu_fwd_config changes the size and stops the build until it is
+ * compared here). */
+static_assert(sizeof(gpu_fwd_config) == 5 * sizeof(int), "same_cfg: compare the new field");
 static bool same_cfg(const gpu_fwd_config &a, const gpu_fwd_config &b)
 {
   return a.bags == b.bags && a.width == b.width && a.fused_bounds == b.fused_bounds &&
