@@ -62,6 +62,10 @@ static const variant variants[] = {
   {"width4", {.short_width = 4, .long_width = 4}, REF_COMBINE_DETERMINISTIC},
   {"steal", {.steal = 1}, REF_COMBINE_DETERMINISTIC},
   {"fused-steal", {.long_mode = GPU_LONG_FUSED, .steal = 1}, REF_COMBINE_DETERMINISTIC},
+  {"block1", {.short_block = 1}, REF_COMBINE_DETERMINISTIC},
+  {"block4", {.short_block = 4}, REF_COMBINE_DETERMINISTIC},
+  {"block8", {.short_block = 8}, REF_COMBINE_DETERMINISTIC},
+  {"block16", {.short_block = 16}, REF_COMBINE_DETERMINISTIC},
 };
 enum { NVAR = sizeof variants / sizeof variants[0] };
 
@@ -355,13 +359,17 @@ static void run_shape(const char *name)
 static void run_sweep(void)
 {
   static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
-  enum { NCOL = 3 };
+  enum { NCOL = 4 };
   static const struct {
-    int threshold, shuffled;
+    int threshold, shuffled, short_block;
     const char *name;
-  } cols[NCOL] = {{32, 0, "thr32"}, {256, 0, "thr256"}, {256, 1, "shuffled-thr256"}};
+  } cols[NCOL] = {{32, 0, 0, "thr32"},
+                  {256, 0, 0, "thr256"},
+                  {256, 1, 0, "shuffled-thr256"},
+                  {256, 1, 8, "shuffled-block8"}};
   printf("SL sweep: T=1 B=262144 L=32 D=128 fp16, N = 8.4M lookups, every run of length SL\n");
-  printf("  %8s %14s %14s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms");
+  printf("  %8s %14s %14s %16s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms",
+         "shuf. block8 ms");
   for (size_t k = 0; k < sizeof sls / sizeof sls[0]; k++) {
     char text[256];
     const int64_t N = 262144 * 32;
@@ -392,7 +400,7 @@ static void run_sweep(void)
       }
       ref_bwd_config cfg = *bwd.cfg;
       cfg.threshold = cols[t].threshold;
-      gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED};
+      gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED, .short_block = cols[t].short_block};
       gpu_session *s = open_bwd(&b, &l, &cfg, &g, &bwd);
       ms[t] = median_backward(s).ms;
       gb[t] = gbps(&b, &l, ms[t]);
@@ -401,8 +409,8 @@ static void run_sweep(void)
       snprintf(name, sizeof name, "SL%d-%s", sls[k], cols[t].name);
       bench_db_figure(rec, name, text, "gpu:backward", NULL, ms[t], bwd_bytes(&b, &l), copy_gbps);
     }
-    printf("  %8d %14.3f %14.3f %16.3f   %6.0f / %6.0f / %6.0f GB/s\n", sls[k], ms[0], ms[1],
-           ms[2], gb[0], gb[1], gb[2]);
+    printf("  %8d %14.3f %14.3f %16.3f %16.3f   %6.0f / %6.0f / %6.0f / %6.0f GB/s\n", sls[k],
+           ms[0], ms[1], ms[2], ms[3], gb[0], gb[1], gb[2], gb[3]);
     fflush(stdout);
     tbe_layout_free(&l);
     gen_case_free(&b, &bwd);

@@ -216,7 +216,7 @@ __global__ void psw_kernel(dev_bwd w, const dev_bounds *state)
 
 int64_t gpu_bwd_max_blocks() { return (int64_t)gpu_sm_count() * 16; }
 
-tbe_status gpu_bwd_steal_grid(const dev_bwd &w, const void *f, int block, int64_t want,
+tbe_status gpu_bwd_resident_grid(const dev_bwd &w, const void *f, int block, int64_t want,
                               unsigned *blocks, size_t smem)
 {
   if (w.grid > 0) {
@@ -291,6 +291,8 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
                     : c.order < GPU_ORDER_ASC || c.order > GPU_ORDER_SHUFFLE      ? "order"
                     : c.noise != 0 && c.noise != 1                                ? "noise"
                     : c.delay < 0 || c.delay > GPU_MAX_DELAY                      ? "delay"
+                    : c.short_block < 0 || c.short_block > GPU_MAX_SHORT_BLOCK ||
+                            (c.short_block & (c.short_block - 1)) != 0            ? "short_block"
                     : c.steal != 0 && c.steal != 1                                ? "steal"
                     : c.bulk < GPU_BULK_AUTO || c.bulk > GPU_BULK_OFF             ? "bulk"
                     : c.hoist != 0 && c.hoist != 1                                ? "hoist"
@@ -313,6 +315,10 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
     return tbe_error(TBE_EINVAL, "small_tc", -1, "small_tc sized the backward's buffers (the "
                      "saved counts, the segments' partials) when it was opened; open the "
                      "backward with it to turn it on later");
+  if (c.short_block && c.steal)
+    return tbe_error(TBE_EINVAL, "short_block", -1, "gpu_bwd_config.short_block orders the "
+                     "short tier's grid-stride loop; with steal the short tier takes its runs "
+                     "from a counter: set one of them");
   if (c.bulk == GPU_BULK_ON && !w.atomic)
     return tbe_error(TBE_EINVAL, "bulk", -1, "gpu_bwd_config.bulk is a way of adding the atomic "
                      "combine's partials; this backward was opened with the deterministic combine");
@@ -325,6 +331,7 @@ static tbe_status bwd_config(gpu_bwd *g, const gpu_bwd_config *gc, bool setup)
   w.order = c.order;
   w.delay = (uint32_t)c.delay;
   w.steal = c.steal;
+  w.short_block = c.short_block;
   w.bulk = c.bulk == GPU_BULK_ON || (c.bulk == GPU_BULK_AUTO && w.atomic);
   g->fused = c.long_mode == GPU_LONG_FUSED;
   g->noise = c.noise;

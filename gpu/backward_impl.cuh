@@ -134,6 +134,9 @@ struct dev_bwd {
   int steal;                   /* bwd.steal: the short and long tiers' kernels take their work
                                   from the counters of bwd_counts (bwd_steal) on a resident
                                   grid; 0: grid-stride loops */
+  int32_t short_block;         /* bwd.short_block: K (1..32, a power of 2): the short tier's
+                                  groups take their runs in blocks of K steps of adjacent runs
+                                  (bwd_blocked) on the resident grid; 0: the grid-stride loop */
   int bulk;                    /* bwd.bulk (atomic only): the chunk kernel's partials go to
                                   w.acc by bulk reduce from shared memory (backward_long.cu) */
   /* bwd.small_tc (NULL tc_ok: off, or no table may take it in this configuration) */
@@ -521,11 +524,49 @@ template <int G> struct bwd_steal_range {
   }
 };
 
-/* bwd.steal's grid for kernel f of `block` threads and smem bytes of dynamic shared memory:
- * w.grid when given, else the blocks the device keeps resident at once (SMs x
- * cudaOccupancyMaxActiveBlocksPerMultiprocessor), at most want (the grid-stride loop's grid: no
- * more groups than the tier's bound of work asks for). */
-tbe_status gpu_bwd_steal_grid(const dev_bwd &w, const void *f, int block, int64_t want,
+/* bwd.short_block = K: the short tier's map of steps to runs. A warp of G = 32 / W groups takes
+ * blocks of K*G adjacent runs, one block per K steps, its group g taking run lo + jG + g at step
+ * j of the block; warp v of the grid's NW takes blocks v, v + NW, v + 2NW, ... So a group's
+ * consecutive steps read adjacent descriptors, sorted positions and (for adjacent keys) adjacent
+ * weight rows and momentum words, as bwd.steal's consecutive batches do, without a counter.
+ * Step j of group g of warp v takes ((j / K) * NW + v) * K*G + (j % K) * G + g: a bijection from
+ * (v < NW, j >= 0, g < G) onto the naturals, so each run is taken exactly once, by a group that
+ * computes it as any group would (no bit depends on the map). With K = 1 it is the grid-stride
+ * loop's map. A warp's steps only grow, so once one is at or past n all its later ones are: `in`
+ * says it is below. Counted in 32 bits: a warp's steps stop within two blocks' rounds of n
+ * (the pipeline looks two runs ahead), at most n + 2 * NW*K*G < 2^32 for n < 2^31. */
+template <int G> struct bwd_blocked {
+  uint32_t at;    /* this group's run at the next step */
+  uint32_t step;  /* the next step */
+  uint32_t kmask; /* K - 1 (K a power of 2) */
+  uint32_t jump;  /* (NW - 1) * K*G: from a block's end to the warp's next block */
+
+  /* K = k, this group's place lag in warp v of the grid's nw (host code too: short_map_test) */
+  __host__ __device__ void start(int32_t k, int lag, uint32_t nw, uint32_t v)
+  {
+    kmask = (uint32_t)k - 1;
+    jump = (nw - 1) * (uint32_t)k * G;
+    at = v * (uint32_t)k * G + (uint32_t)lag;
+    step = 0;
+  }
+  /* This group's run at the next step among n (n: none, past the end); in: the warp's step is
+   * below n. */
+  __host__ __device__ int32_t take(int32_t n, int lag, bool &in)
+  {
+    const uint32_t r = at;
+    at += G;
+    if ((++step & kmask) == 0)
+      at += jump;
+    in = r - (uint32_t)lag < (uint32_t)n;
+    return (int32_t)(r < (uint32_t)n ? r : (uint32_t)n);
+  }
+};
+
+/* The grid of bwd.steal's kernels and of bwd.short_block's short tier, for kernel f of `block`
+ * threads and smem bytes of dynamic shared memory: w.grid when given, else the blocks the device
+ * keeps resident at once (SMs x cudaOccupancyMaxActiveBlocksPerMultiprocessor), at most want
+ * (the grid-stride loop's grid: no more groups than the tier's bound of work asks for). */
+tbe_status gpu_bwd_resident_grid(const dev_bwd &w, const void *f, int block, int64_t want,
                               unsigned *blocks, size_t smem = 0);
 
 /* The table j's element offset of row `row`. */

@@ -374,13 +374,13 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     /* bwd.bulk: the chunk kernel's staging rows, one per group, in dynamic shared memory */
     const size_t smem = w.bulk ? (size_t)per * bulk_stride(w.max_D) * sizeof(double) : 0;
     /* f with `bytes` of dynamic shared memory on `blocks` blocks, or (0) on the resident grid of
-     * a stealing kernel (gpu_bwd_steal_grid) */
+     * a stealing kernel (gpu_bwd_resident_grid) */
     auto launch = [&](const auto f, int64_t want, unsigned blocks, size_t bytes,
                       auto... args) -> tbe_status {
       if (bytes > 48 * 1024) /* past the default: the kernel must ask for it */
         GPU_TRY(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
       if (blocks == 0)
-        STATUS_TRY(gpu_bwd_steal_grid(w, (const void *)f, BLOCK, want, &blocks, bytes));
+        STATUS_TRY(gpu_bwd_resident_grid(w, (const void *)f, BLOCK, want, &blocks, bytes));
       f<<<blocks, BLOCK, bytes, stream>>>(args...);
       return tbe_ok();
     };

@@ -83,6 +83,11 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
           short_weight_at<DIRECT>(w, r)};
 }
 
+/* Which runs a group takes, in which order (each run is one group's from start to end, so no
+ * bit depends on it): the grid-stride loop; blocks of adjacent runs on the resident grid
+ * (bwd.short_block, bwd_blocked); or batches from a counter (bwd.steal, bwd_steal_range). */
+enum short_sched { SHORT_STRIDE, SHORT_BLOCKED, SHORT_STEAL };
+
 /* The groups of a warp step together: the warp runs while its first group has a run, and
  * each run is walked for the warp's longest (bwd_sum's span), so every shuffle has the constant
  * full mask (a per-group mask makes the compiler wrap each one in a convergence loop). With
@@ -92,15 +97,17 @@ __device__ __forceinline__ short_head short_head_load(const dev_bwd &w, const bw
  * one run ahead. Runs are counted in int32 (fewer than N < 2^31). DIRECT: the runs are the
  * encode's, every one of them, the long and the sentinel's empty. FAST (bwd_fast holds): the
  * plain gather, fp16 weights, row-wise Adagrad without stochastic rounding, all as constants;
- * the same operations as the generic kernel's on those cases, without their tests. STEAL
- * (bwd.steal): a group's runs come from bwd_steal_range, a batch of consecutive runs (at most
- * BWD_SHORT_BATCH per group, bounded in entries) at a time, not from the grid stride; the
- * pipeline is the same, its runs taken in the order the counter gives the batches. */
-template <int W, int CPL, int VEC, int U, bool FAST, bool DIRECT, bool STEAL>
+ * the same operations as the generic kernel's on those cases, without their tests. SCHED
+ * (short_sched) maps the steps to runs: SHORT_STEAL's come from bwd_steal_range, a batch of
+ * consecutive runs (at most BWD_SHORT_BATCH per group, bounded in entries) at a time, in the
+ * order the counter gives the batches; SHORT_BLOCKED's from bwd_blocked. The pipeline is the
+ * same for each. */
+template <int W, int CPL, int VEC, int U, bool FAST, bool DIRECT, int SCHED>
 __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, short_lean(FAST, U)))
     short_kernel(dev_bwd w, int k)
 {
   constexpr bool AHEAD = short_ahead(W * CPL * VEC, VEC, short_lean(FAST, U));
+  constexpr bool STEAL = SCHED == SHORT_STEAL, BLOCKED = SCHED == SHORT_BLOCKED;
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu;
   const tbe_dtype wt = FAST ? TBE_FP16 : w.b.wdtype;
@@ -113,30 +120,39 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
   unsigned *const ctr = w.counts->steal_short + k;
   const bwd_batch *const batches = w.batches + w.batch_base[k]; /* STEAL: the list's */
   bwd_steal_range<32 / W> st;
-  /* STEAL: how many runs of the pipeline have their batch in (bwd_steal_range), the loop's
-   * condition in place of i (once a warp's step is out, its later ones are, so those are the
-   * pipeline's first ones) */
-  int32_t left = 0, i1 = 0; /* i1: STEAL with AHEAD, the run after i */
+  bwd_blocked<32 / W> bl;
+  /* the next step's run of a STEAL or BLOCKED schedule; in: its warp's step is in */
+  auto take = [&](bool &in) {
+    return STEAL ? st.take(ctr, batches, n, lag, in) : bl.take(n, lag, in);
+  };
+  /* STEAL, BLOCKED: how many runs of the pipeline are in (bwd_steal_range, bwd_blocked), the
+   * loop's condition in place of i (once a warp's step is out, its later ones are, so those are
+   * the pipeline's first ones) */
+  int32_t left = 0, i1 = 0; /* i1: with AHEAD, the run after i */
   bool in = false;
-  if constexpr (STEAL) {
-    st.start(ctr, batches, w.counts->batches[k]);
-    i = st.take(ctr, batches, n, lag, in);
+  if constexpr (STEAL || BLOCKED) {
+    if (STEAL)
+      st.start(ctr, batches, w.counts->batches[k]);
+    else
+      bl.start(w.short_block, lag, gridDim.x * (BLOCK / 32),
+               (blockIdx.x * BLOCK + threadIdx.x) / 32);
+    i = take(in);
     left = in;
     if (AHEAD) {
-      i1 = st.take(ctr, batches, n, lag, in);
+      i1 = take(in);
       left += in;
     }
   }
   bwd_run next = short_run<DIRECT>(w, list, i, n); /* this run's descriptor, loaded a run ago */
-  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, STEAL ? i1 : i + groups, n)
+  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, STEAL || BLOCKED ? i1 : i + groups, n)
                         : bwd_run{}; /* the next */
   short_head h = AHEAD ? short_head_load<DIRECT>(w, next, lane) : short_head{};
-  while (STEAL ? left > 0 : i - lag < n) {
+  while (STEAL || BLOCKED ? left > 0 : i - lag < n) {
     const bwd_run r = next;
     const bool live = r.len > 0;
     /* the run whose descriptor loads now */
-    const int32_t far = STEAL ? st.take(ctr, batches, n, lag, in) : i + (AHEAD ? 2 : 1) * groups;
-    if constexpr (STEAL)
+    const int32_t far = STEAL || BLOCKED ? take(in) : i + (AHEAD ? 2 : 1) * groups;
+    if constexpr (STEAL || BLOCKED)
       left += (int32_t)in - 1; /* far joins, r leaves */
     if (!AHEAD) {
       next = short_run<DIRECT>(w, list, far, n);
@@ -160,7 +176,7 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
     dev_update_row<W, CPL, VEC>(o, w.weights, wt, h.D, g, wr, m, r.key, lane, full, live);
     if (AHEAD)
       h = after;
-    if constexpr (!STEAL)
+    if constexpr (SCHED == SHORT_STRIDE)
       i += groups;
   }
 }
@@ -185,14 +201,15 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
         /* FAST only with vector loads (bwd_fast): VEC = 1 builds the generic kernel alone */
         constexpr bool F = decltype(fast_)::value != 0 && VEC == 4;
         constexpr bool DIRECT = decltype(direct)::value != 0;
-        if (!w.steal) {
-          short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, false>
+        if (!w.steal && !w.short_block) {
+          short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, SHORT_STRIDE>
               <<<blocks, BLOCK, 0, stream>>>(w, k);
           return;
         }
-        const auto f = short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, true>;
+        const auto f = w.steal ? short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, SHORT_STEAL>
+                               : short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, SHORT_BLOCKED>;
         unsigned grid = 0;
-        st = gpu_bwd_steal_grid(w, (const void *)f, BLOCK, want, &grid);
+        st = gpu_bwd_resident_grid(w, (const void *)f, BLOCK, want, &grid);
         if (st.code == TBE_OK)
           f<<<grid, BLOCK, 0, stream>>>(w, k);
       };

@@ -35,18 +35,20 @@ typedef struct {
 } gpu_fwd_config;
 
 /* How the backward runs (case keys bwd.long, bwd.bucket, bwd.direct, bwd.width, bwd.grid,
- * bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.bulk, bwd.hoist, bwd.small_tc); the
- * numerics-changing knobs (threshold, chunk, combine) are ref_bwd_config's. Zero values mean the
- * defaults. No bit of a deterministic result depends on these but small_tc, which moves the
- * tables it takes to the tensor-core order (ref/backward_small.h), held to its model: grid,
- * order, noise, delay and steal only change the schedule (which group runs which run or chunk
- * program, and when), which is what `tbecheck race` varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
+ * bwd.order, bwd.noise, bwd.delay, bwd.short_block, bwd.steal, bwd.bulk, bwd.hoist,
+ * bwd.small_tc); the numerics-changing knobs (threshold, chunk, combine) are ref_bwd_config's.
+ * Zero values mean the defaults. No bit of a deterministic result depends on these but
+ * small_tc, which moves the tables it takes to the tensor-core order (ref/backward_small.h),
+ * held to its model: grid, order, noise, delay, short_block and steal only change the schedule
+ * (which group runs which run or chunk program, and when), which is what `tbecheck race`
+ * varies; hoist only moves the metadata's kernels into the forward; bulk changes how the atomic
  * combine adds, whose order was never fixed. */
 typedef enum { GPU_LONG_ACCUM = 0, GPU_LONG_FUSED = 1 } gpu_long_mode;
 typedef enum { GPU_ORDER_ASC = 0, GPU_ORDER_DESC = 1, GPU_ORDER_SHUFFLE = 2 } gpu_chunk_order;
 typedef enum { GPU_BULK_AUTO = 0, GPU_BULK_ON = 1, GPU_BULK_OFF = 2 } gpu_bulk_mode;
 #define GPU_MAX_GRID 65535 /* the most blocks bwd.grid may ask of the chunk kernel */
 #define GPU_MAX_DELAY 100000 /* the longest bwd.delay, ns */
+#define GPU_MAX_SHORT_BLOCK 32 /* the longest block of bwd.short_block, steps */
 typedef struct {
   gpu_long_mode long_mode; /* long runs: accum + apply (default: faster on the published
                               workload and the hot row, bench/RESULTS.md), or fused fence +
@@ -60,7 +62,8 @@ typedef struct {
   int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
                               chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
                               fewer blocks make each group loop over several chunk programs;
-                              with steal, the blocks of every stealing kernel */
+                              with steal, the blocks of every stealing kernel; with
+                              short_block, of the short tier's too */
   gpu_chunk_order order;   /* which chunk program the i-th group slot takes: ascending, descending,
                               or a fixed pseudo-random permutation keyed by the case seed */
   int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
@@ -70,6 +73,11 @@ typedef struct {
                               launch) between summing its part and publishing the partial, so a
                               countdown or read that overtakes a partial's store is seen (the
                               deterministic workspace starts each launch as NaN); 0: none */
+  int short_block;         /* K (bwd.short_block=K: 1, 2, 4, .., GPU_MAX_SHORT_BLOCK): the short
+                              tier on the grid of the blocks the device keeps resident (or
+                              grid), each warp taking blocks of K steps of adjacent runs in turn
+                              (with K = 1, the grid-stride loop's map on that grid); 0 (default):
+                              the grid-stride loop on a grid several times that; not with steal */
   int steal;               /* 1 (bwd.steal=on): persistent work stealing in the short and long
                               tiers: a grid of the blocks the device keeps resident (or grid),
                               whose groups take the next batch of runs or chunk programs from a

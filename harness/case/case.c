@@ -33,8 +33,8 @@ typedef enum {
   K_WEIGHTED, K_PSW, K_INVALID, K_INVALID_KIND, K_CORRUPT, K_BOUNDS, K_FWD_BAGS,
   K_FWD_WIDTH, K_FWD_SMALL, K_FWD_GATHER, K_FUSED_BOUNDS, K_OPT, K_LR, K_EPS, K_WD, K_LAMBDA,
   K_CLIP, K_SR, K_STEP, K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE, K_BWD_LONG, K_BWD_BUCKET,
-  K_BWD_DIRECT, K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY, K_BWD_STEAL,
-  K_BWD_BULK, K_BWD_HOIST, K_BWD_SMALL_TC, K_SEED, K_COUNT
+  K_BWD_DIRECT, K_BWD_WIDTH, K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY,
+  K_BWD_SHORT_BLOCK, K_BWD_STEAL, K_BWD_BULK, K_BWD_HOIST, K_BWD_SMALL_TC, K_SEED, K_COUNT
 } key_id;
 
 /* canonical order */
@@ -44,8 +44,8 @@ static const char *const key_names[K_COUNT] = {
   "fwd.small", "fwd.gather", "fused_bounds", "opt", "lr", "eps", "wd", "lambda", "clip", "sr",
   "step",
   "bwd.threshold", "bwd.chunk", "bwd.combine", "bwd.long", "bwd.bucket", "bwd.direct",
-  "bwd.width", "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "bwd.steal", "bwd.bulk",
-  "bwd.hoist", "bwd.small_tc", "seed"};
+  "bwd.width", "bwd.grid", "bwd.order", "bwd.noise", "bwd.delay", "bwd.short_block",
+  "bwd.steal", "bwd.bulk", "bwd.hoist", "bwd.small_tc", "seed"};
 
 #define DEFAULT_B 4
 #define DEFAULT_E 1000
@@ -688,6 +688,15 @@ static tbe_status parse_value(parse_state *ps, slice v)
       return fail_word(ps, v, order_words, 3);
     c->knobs.gpu_bwd.order = (gpu_chunk_order)w;
     return tbe_ok();
+  case K_BWD_SHORT_BLOCK:
+    r = parse_int(v, 1, GPU_MAX_SHORT_BLOCK, &x);
+    if (r == NUM_OK && (x & (x - 1)) != 0)
+      r = NUM_RANGE;
+    if (r != NUM_OK)
+      return fail_int(ps, v, r, "1, 2, 4, 8, 16 or 32 (leave bwd.short_block out for the "
+                      "grid-stride loop)");
+    c->knobs.gpu_bwd.short_block = (int)x;
+    return tbe_ok();
   case K_BWD_STEAL:
     if ((w = parse_word(v, off_on_words, 2)) < 0)
       return fail_word(ps, v, off_on_words, 2);
@@ -882,7 +891,8 @@ static tbe_status check_knobs(parse_state *ps)
                                          K_BWD_THRESHOLD, K_BWD_CHUNK, K_BWD_COMBINE,
                                          K_BWD_LONG, K_BWD_BUCKET, K_BWD_DIRECT, K_BWD_WIDTH,
                                          K_BWD_GRID, K_BWD_ORDER, K_BWD_NOISE, K_BWD_DELAY,
-                                         K_BWD_STEAL, K_BWD_BULK, K_BWD_HOIST, K_BWD_SMALL_TC};
+                                         K_BWD_SHORT_BLOCK, K_BWD_STEAL, K_BWD_BULK,
+                                         K_BWD_HOIST, K_BWD_SMALL_TC};
   for (size_t i = 0; i < sizeof backward_keys / sizeof backward_keys[0]; i++) {
     key_id k = backward_keys[i];
     if (!ps->seen[k])
@@ -894,6 +904,10 @@ static tbe_status check_knobs(parse_state *ps)
       return FAIL(ps, k, "%s is a setting of opt=rowwise_adagrad; opt=sgd is w = fma(-lr, g, w) "
                   "(ref/SEMANTICS.md 5)", key_names[k]);
   }
+  if (c->knobs.gpu_bwd.short_block && c->knobs.gpu_bwd.steal)
+    return FAIL(ps, K_BWD_SHORT_BLOCK, "bwd.short_block orders the short tier's grid-stride "
+                "loop, but with bwd.steal=on the short tier takes its runs from a counter; give "
+                "one of them");
   if (c->knobs.gpu_bwd.bulk == GPU_BULK_ON && c->knobs.bwd.combine != REF_COMBINE_ATOMIC)
     return FAIL(ps, K_BWD_BULK, "bwd.bulk=on adds the atomic combine's partials by bulk reduce; "
                 "it needs bwd.combine=atomic");
@@ -1002,8 +1016,8 @@ tbe_status case_parse(const char *text, tbe_case **out)
                    "dist hot wdtype out idx pool weighted psw invalid invalid_kind corrupt "
                    "bounds fwd.bags fwd.width fwd.small fwd.gather fused_bounds opt lr eps wd "
                    "lambda clip sr step bwd.threshold bwd.chunk bwd.combine bwd.long bwd.bucket "
-                   "bwd.direct bwd.width bwd.grid bwd.order bwd.noise bwd.delay bwd.steal "
-                   "bwd.bulk bwd.hoist bwd.small_tc seed",
+                   "bwd.direct bwd.width bwd.grid bwd.order bwd.noise bwd.delay "
+                   "bwd.short_block bwd.steal bwd.bulk bwd.hoist bwd.small_tc seed",
                    slen(key), key.s, slen(whole), whole.s);
     else if (!eq || eq + 1 == p)
       st = fail_at(name, tok - text, "'%.*s': expected %s=VALUE", slen(whole), whole.s, name);
@@ -1137,6 +1151,7 @@ static void format_knobs(sbuf *s, const tbe_knobs *k)
     sb_word(s, K_BWD_ORDER, order_words[g->order]);
   sb_int(s, K_BWD_NOISE, g->noise, 0);
   sb_int(s, K_BWD_DELAY, g->delay, 0);
+  sb_int(s, K_BWD_SHORT_BLOCK, g->short_block, 0);
   if (g->steal)
     sb_word(s, K_BWD_STEAL, off_on_words[1]);
   if (g->bulk != GPU_BULK_AUTO)
@@ -1276,7 +1291,7 @@ static int spec_equal(const case_spec *a, const case_spec *b)
  * case_format drop that knob unseen by the round-trip tests. Their fields are all int-sized
  * (ints and enums), so a new one changes the size and stops the build here until it is added. */
 _Static_assert(sizeof(gpu_fwd_config) == 5 * sizeof(int), "knobs_equal: compare the new field");
-_Static_assert(sizeof(gpu_bwd_config) == 13 * sizeof(int), "knobs_equal: compare the new field");
+_Static_assert(sizeof(gpu_bwd_config) == 14 * sizeof(int), "knobs_equal: compare the new field");
 
 static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
 {
@@ -1289,7 +1304,8 @@ static int knobs_equal(const tbe_knobs *a, const tbe_knobs *b)
          p->no_bucket == q->no_bucket && p->no_direct == q->no_direct &&
          p->short_width == q->short_width && p->long_width == q->long_width &&
          p->grid == q->grid && p->order == q->order &&
-         p->noise == q->noise && p->delay == q->delay && p->steal == q->steal &&
+         p->noise == q->noise && p->delay == q->delay && p->short_block == q->short_block &&
+         p->steal == q->steal &&
          p->bulk == q->bulk && p->hoist == q->hoist && p->small_tc == q->small_tc &&
          x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr && x->opt.eps == y->opt.eps &&
          x->opt.wd == y->opt.wd && x->opt.lambda == y->opt.lambda && x->opt.sr == y->opt.sr &&

@@ -154,6 +154,11 @@ static void test_canonical(void)
   check_canonical("bwd.steal=on bwd.delay=500 bwd.grid=2 opt=sgd",
                   "opt=sgd bwd.grid=2 bwd.delay=500 bwd.steal=on seed=1");
   check_canonical("opt=sgd bwd.steal=off", "opt=sgd seed=1");
+  /* bwd.short_block: printed after bwd.delay, before bwd.steal */
+  check_canonical("bwd.short_block=8 bwd.delay=500 opt=sgd",
+                  "opt=sgd bwd.delay=500 bwd.short_block=8 seed=1");
+  check_canonical("opt=rowwise_adagrad bwd.short_block=1 bwd.hoist=on",
+                  "opt=rowwise_adagrad bwd.short_block=1 bwd.hoist=on seed=1");
   /* bwd.bulk: on and off printed after bwd.steal, auto (the default) left out; off is allowed
    * with either combine (auto resolves to it with the deterministic one) */
   check_canonical("bwd.bulk=on bwd.steal=on bwd.combine=atomic opt=sgd",
@@ -289,7 +294,12 @@ static void test_errors(void)
     {"opt=sgd bwd.delay=-1", "bwd.delay"}, {"opt=sgd bwd.delay=1us", "bwd.delay"},
     {"bwd.delay=500", "bwd.delay"}, {"opt=sgd bwd.steal=1", "bwd.steal"},
     {"opt=sgd bwd.steal=yes", "bwd.steal"}, {"opt=sgd bwd.steal=", "bwd.steal"},
-    {"bwd.steal=on", "bwd.steal"}, {"opt=sgd bwd.combine=atomic bwd.bulk=1", "bwd.bulk"},
+    {"bwd.steal=on", "bwd.steal"}, {"opt=sgd bwd.short_block=0", "bwd.short_block"},
+    {"opt=sgd bwd.short_block=3", "bwd.short_block"},
+    {"opt=sgd bwd.short_block=64", "bwd.short_block"},
+    {"opt=sgd bwd.short_block=on", "bwd.short_block"}, {"bwd.short_block=8", "bwd.short_block"},
+    {"opt=sgd bwd.short_block=8 bwd.steal=on", "bwd.short_block"},
+    {"opt=sgd bwd.combine=atomic bwd.bulk=1", "bwd.bulk"},
     {"opt=sgd bwd.bulk=on", "bwd.bulk"}, {"bwd.bulk=on", "bwd.bulk"},
     {"opt=sgd bwd.hoist=1", "bwd.hoist"},
     {"opt=sgd bwd.hoist=yes", "bwd.hoist"}, {"opt=sgd bwd.hoist=", "bwd.hoist"},
@@ -539,7 +549,8 @@ static void test_every_key_counts(void)
     "wd=l2", "wd=l2 lambda=0.5", "clip=1", "sr=1", "sr=1 step=3", "bwd.threshold=8",
     "bwd.chunk=8", "bwd.combine=atomic", "bwd.long=fused", "bwd.bucket=0", "bwd.direct=0",
     "bwd.width=4", "bwd.grid=7", "bwd.order=desc", "bwd.noise=1", "bwd.delay=500",
-    "bwd.steal=on", "bwd.combine=atomic bwd.bulk=on", "bwd.hoist=on", "bwd.small_tc=on"};
+    "bwd.short_block=4", "bwd.steal=on", "bwd.combine=atomic bwd.bulk=on", "bwd.hoist=on",
+    "bwd.small_tc=on"};
   tbe_case *a = NULL;
   tbe_status st = case_parse(base, &a);
   CHECK(st.code == TBE_OK && a, "'%s' does not parse: %s", base, st.message);

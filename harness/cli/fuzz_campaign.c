@@ -184,11 +184,13 @@ static void edge(draw *d)
 
 /* A backward case with the GPU's long-run variants (bwd.long) may also get the GPU's schedule:
  * a chunk-kernel grid, a chunk order, a delay before each partial and work stealing (bwd.grid,
- * bwd.order, bwd.delay, bwd.steal), the metadata hoisted into the forward (bwd.hoist; no bit may
- * depend on any of them: tbe_gpu.h) and, in atomic mode, an atomicAdd per element in place of
- * the default bulk reduce (bwd.bulk=off; both held by the atomic bound), drawn from a stream of
- * their own, so that the rest of every draw is what it was before they were drawn (steal, then
- * bulk, then hoist, last, so the others are what they were before each was added). */
+ * bwd.order, bwd.delay, bwd.steal), the metadata hoisted into the forward (bwd.hoist), blocks
+ * of adjacent short runs where it does not steal (bwd.short_block; no bit may depend on any of
+ * them: ref/run_config.h) and, in atomic mode, an atomicAdd per element in place of the default
+ * bulk reduce (bwd.bulk=off; both held by the atomic bound), drawn from a stream of their own,
+ * so that the rest of every draw is what it was before they were drawn (steal, then bulk, then
+ * hoist, then the short block, last, so the others are what they were before each was
+ * added). */
 static void schedule(draw *d, uint64_t seed, uint64_t index)
 {
   static const char *const orders[] = {"asc", "desc", "shuffle"};
@@ -210,6 +212,12 @@ static void schedule(draw *d, uint64_t seed, uint64_t index)
       set(d, "bwd.bulk", "off");
   if (rnd(&s, 2))
     set(d, "bwd.hoist", "on");
+  static const int blocks[] = {1, 2, 4, 8, 16, 32};
+  int steal = 0;
+  for (int j = 0; j < d->ntok; j++)
+    steal |= strcmp(d->tok[j], "bwd.steal=on") == 0;
+  if (!steal && rnd(&s, 2))
+    set(d, "bwd.short_block", "%d", PICK(&s, blocks));
 }
 
 /* Whether the tokens of d parse as a case, with extra appended (NULL: none). */

@@ -2,8 +2,8 @@
  * fuzzing of the GPU backward's fused fence + countdown path. Each case (drawn, or read from
  * FILE) runs through the reference once; then one GPU session launches its backward N times,
  * cycling through chunk-kernel grids, chunk orders, a noise kernel on a second stream, sleeps
- * before each chunk program's partial store, work stealing and the backward's metadata made in
- * the forward (race_variant), and every
+ * before each chunk program's partial store, blocks of adjacent short runs, work stealing and
+ * the backward's metadata made in the forward (race_variant), and every
  * launch's weights, momentum and psw_grad are held to the reference's bits. Not `tbecheck fuzz`
  * (fuzz_campaign.c: one launch per case, the whole edge space).
  *
@@ -39,8 +39,8 @@
 #define MAX_LAUNCHES 10000
 #define MAX_VIOLATIONS 10
 #define RACE_PATH "backward.race"
-/* room for one launch's "grid=G order=O noise=N delay=NS steal=S hoist=H" */
-#define RACE_VARIANT_TEXT 80
+/* room for one launch's "grid=G order=O noise=N delay=NS block=K steal=S hoist=H" */
+#define RACE_VARIANT_TEXT 96
 
 static const char race_usage[] =
     "usage: tbecheck race [--seconds S] [--seed X] [--launches N] [--db PATH] [--cases FILE]\n"
@@ -52,15 +52,16 @@ static const char race_usage[] =
     "runs through the reference once; then one GPU session launches its backward N times\n"
     "(default 20), cycling through chunk-kernel grids (bwd.grid), chunk orders (bwd.order), a\n"
     "noise kernel beside it (bwd.noise), sleeps of each chunk program before it publishes its\n"
-    "partial (bwd.delay, up to 20 us), work stealing off and on (bwd.steal) and the\n"
-    "backward's metadata made by the forward or by itself (bwd.hoist), and every launch must\n"
-    "give the reference's bits.\n"
+    "partial (bwd.delay, up to 20 us), blocks of adjacent short runs per warp\n"
+    "(bwd.short_block), work stealing off and on (bwd.steal) and the backward's metadata\n"
+    "made by the forward or by itself (bwd.hoist), and every launch must give the\n"
+    "reference's bits.\n"
     "Stored per case: a results row per output (path backward.race; a mismatch is a failure,\n"
     "shown by `tbecheck list --failed`) and a races row (launches, distinct outcomes,\n"
     "mismatches), shown by `tbecheck report`. Cases of FILE need an optimizer and\n"
     "bwd.combine=deterministic (the atomic combine is held by its bound, not bit for bit);\n"
-    "their own bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.steal and bwd.hoist are\n"
-    "replaced by the cycle. Without a GPU it says so and exits 0 (a skip).\n"
+    "their own bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.short_block, bwd.steal and\n"
+    "bwd.hoist are replaced by the cycle. Without a GPU it says so and exits 0 (a skip).\n"
     "  --db PATH              results database (default ./tbecheck.db)\n"
     "  --max-cases N          stop after N cases even if time is left\n"
     "  --campaign ID          the run's campaign id (runs.campaign)\n"
@@ -76,11 +77,14 @@ static const char race_usage[] =
 
 /* ---- the schedule ---- */
 
-/* 5 grids, 3 orders, 7 delays, and 8 settings of noise, steal and hoist (noise k mod 2, steal
- * (k / 2) mod 2, hoist (k / 4) mod 2): coprime counts, so launches k mod 840 take each
- * combination once (RACE_CYCLE). Grid 0 is the policy; 1, 2 and 7 blocks make each group loop over many chunk
- * programs, so different groups finish a run's last chunk (with steal, the grid of every
- * stealing kernel, whose groups then take runs in the order they ask). The delays (ns) hold each
+/* 5 grids, 3 orders, 7 delays, 8 settings of noise, steal and hoist (noise k mod 2, steal
+ * (k / 2) mod 2, hoist (k / 4) mod 2) and 11 short blocks: coprime counts, so launches k mod
+ * 9240 take each combination once (RACE_CYCLE); a short block is 0 (the grid-stride loop) where
+ * steal is on, which takes the short tier's runs its own way. Grid 0 is the policy; 1, 2 and 7
+ * blocks make each group loop over many chunk programs, so different groups finish a run's last
+ * chunk (with steal, the grid of every stealing kernel, whose groups then take runs in the order
+ * they ask; with a short block, the short tier's grid too). The short blocks are 0 in four of
+ * 11 and each K of bwd.short_block once (8 twice), so a race of a few launches takes several. The delays (ns) hold each
  * chunk program back between its sum and its partial's store, by a pseudo-random time below
  * them, for up to ~20 us: a countdown or combine that overtook a store would read a NaN slot
  * (backward.cu poisons the workspace per launch). Each launch runs its forward before its
@@ -89,6 +93,7 @@ static const int race_grids[] = {0, 1, 2, 7, 61};
 static const char *const race_orders[] = {"asc", "desc", "shuffle"};
 static const int race_delays[] = {0, 500, 1000, 2000, 5000, 10000, 20000};
 static const char *const race_off_on[] = {"off", "on"};
+static const int race_blocks[] = {0, 8, 1, 0, 4, 32, 0, 2, 16, 0, 8};
 
 race_schedule race_variant(int64_t k)
 {
@@ -97,7 +102,8 @@ race_schedule race_variant(int64_t k)
                          .noise = (int)(k % 2),
                          .delay = race_delays[k % 7],
                          .steal = (int)(k / 2 % 2),
-                         .hoist = (int)(k / 4 % 2)};
+                         .hoist = (int)(k / 4 % 2),
+                         .short_block = k / 2 % 2 ? 0 : race_blocks[k % 11]};
 }
 
 /* ---- the drawn cases ---- */
@@ -320,12 +326,13 @@ static int race_compare(const race_ref *r, race_output *o, eng_check *c, int64_t
   return differs;
 }
 
-/* "grid=G order=O noise=N delay=NS steal=S hoist=H" of launch k. */
+/* "grid=G order=O noise=N delay=NS block=K steal=S hoist=H" of launch k. */
 static void race_variant_text(int64_t k, char *buf, size_t n)
 {
   const race_schedule v = race_variant(k);
-  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d steal=%s hoist=%s", v.grid,
-           race_orders[v.order], v.noise, v.delay, race_off_on[v.steal], race_off_on[v.hoist]);
+  snprintf(buf, n, "grid=%d order=%s noise=%d delay=%d block=%d steal=%s hoist=%s", v.grid,
+           race_orders[v.order], v.noise, v.delay, v.short_block, race_off_on[v.steal],
+           race_off_on[v.hoist]);
 }
 
 /* The schedules of `done` launches: the first cycle, then a note that it repeats. malloc'd. */
@@ -362,7 +369,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
   const gen_bwd *bwd = &r->bwd;
   gpu_bwd_config gc = *bwd->gpu; /* the case's tiers and widths; race_variant draws the
                                   * schedule */
-  gc.grid = gc.noise = gc.delay = gc.steal = gc.hoist = 0;
+  gc.grid = gc.noise = gc.delay = gc.short_block = gc.steal = gc.hoist = 0;
   gc.small_tc = 0; /* its tables follow their model, not the reference each launch is held to */
   gc.order = GPU_ORDER_ASC;
   const gpu_fwd_config fc = {0, 0, 0, GPU_SMALL_AUTO, GPU_GATHER_AUTO};
@@ -377,6 +384,7 @@ static tbe_status race_launches(const race_ref *r, int64_t launches, race_output
     gc.order = (gpu_chunk_order)v.order;
     gc.noise = v.noise;
     gc.delay = v.delay;
+    gc.short_block = v.short_block;
     gc.steal = v.steal;
     gc.hoist = v.hoist;
     gpu_bwd_stats stats;
@@ -464,7 +472,7 @@ static int race_repeat(race_ctx *x, const char *canon)
 }
 
 /* canon with the schedule of launch k in place of its own bwd.grid, bwd.order, bwd.noise,
- * bwd.delay, bwd.steal and bwd.hoist, canonical; what `tbecheck replay` runs as that launch.
+ * bwd.delay, bwd.short_block, bwd.steal and bwd.hoist, canonical; what `tbecheck replay` runs as that launch.
  * malloc'd, NULL on failure. */
 static char *race_reproducer(const char *canon, int64_t k)
 {
@@ -477,10 +485,13 @@ static char *race_reproducer(const char *canon, int64_t k)
     for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
       if (strncmp(tok, "bwd.grid=", 9) && strncmp(tok, "bwd.order=", 10) &&
           strncmp(tok, "bwd.noise=", 10) && strncmp(tok, "bwd.delay=", 10) &&
-          strncmp(tok, "bwd.steal=", 10) && strncmp(tok, "bwd.hoist=", 10))
+          strncmp(tok, "bwd.short_block=", 16) && strncmp(tok, "bwd.steal=", 10) &&
+          strncmp(tok, "bwd.hoist=", 10))
         snprintf(text + strlen(text), n - strlen(text), "%s ", tok);
     if (v.grid) /* the policy has no key */
       snprintf(text + strlen(text), n - strlen(text), "bwd.grid=%d ", v.grid);
+    if (v.short_block) /* nor the grid-stride loop */
+      snprintf(text + strlen(text), n - strlen(text), "bwd.short_block=%d ", v.short_block);
     snprintf(text + strlen(text), n - strlen(text),
              "bwd.order=%s bwd.noise=%d bwd.delay=%d bwd.steal=%s bwd.hoist=%s",
              race_orders[v.order], v.noise, v.delay, race_off_on[v.steal], race_off_on[v.hoist]);

@@ -1,6 +1,6 @@
 /* race.h: `tbecheck race`, race fuzzing of the GPU backward: cases with many chunk programs per
  * run and many runs, each launched again and again on one GPU session under varying schedules
- * (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.steal, bwd.hoist), every launch held to the
+ * (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.short_block, bwd.steal, bwd.hoist), every launch held to the
  * reference's bits; and the reference's outputs of one case, which the GPU tests share. Not
  * `tbecheck fuzz` (one launch per case over the whole edge space, fuzz_campaign.h).
  */
@@ -17,13 +17,14 @@
 int race_command(int argc, char **argv, const char *tool_version, const char *cuda);
 
 /* The schedule the cycle gives launch k of a race: blocks of the chunk kernel (0: policy), chunk
- * order, noise, delay in ns, work stealing and the metadata in the forward (gpu_bwd_config's
- * grid, order, noise, delay, steal, hoist). Launch 0 is the default schedule; every RACE_CYCLE
+ * order, noise, delay in ns, work stealing, the metadata in the forward and the short tier's
+ * blocks of adjacent runs (gpu_bwd_config's grid, order, noise, delay, steal, hoist,
+ * short_block; 0 where steal is on). Launch 0 is the default schedule; every RACE_CYCLE
  * launches cover each combination once. */
 typedef struct {
-  int grid, order, noise, delay, steal, hoist;
+  int grid, order, noise, delay, steal, hoist, short_block;
 } race_schedule;
-#define RACE_CYCLE 840
+#define RACE_CYCLE 9240
 race_schedule race_variant(int64_t k);
 
 /* Writes into buf the text of drawn case number `index` of the race campaign seeded by `seed`:

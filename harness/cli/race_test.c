@@ -35,10 +35,16 @@ static int value_index(int *vals, int *n, int v)
 
 static void test_cycle(void)
 {
-  int seen[RACE_CYCLE] = {0}, nonzero = 0, stolen = 0, hoisted = 0;
+  /* the 840 settings of grid, order, noise, delay, steal and hoist, each with its 11 short
+   * blocks, and the launches of each short block where steal is off */
+  static int seen[840], blocks[GPU_MAX_SHORT_BLOCK + 1];
+  int nonzero = 0, stolen = 0, hoisted = 0, blocked_stolen = 0;
   race_schedule v = race_variant(0);
   CHECK(v.grid == 0 && v.order == 0 && v.noise == 0 && v.delay == 0 && v.steal == 0 &&
-            v.hoist == 0, "launch 0 is not today's schedule");
+            v.hoist == 0 && v.short_block == 0, "launch 0 is not today's schedule");
+  v = race_variant(1);
+  CHECK(v.short_block > 0, "launch 1 takes no short block: a default race of 20 launches would "
+        "take one late");
   v = race_variant(2);
   CHECK(v.steal == 1, "launch 2 does not steal: a default race of 20 launches would steal late");
   v = race_variant(4);
@@ -49,20 +55,34 @@ static void test_cycle(void)
     const int g = value_index(grids, &ng, v.grid), dl = value_index(delays, &nd, v.delay);
     CHECK(v.order >= 0 && v.order < 3 && (v.noise == 0 || v.noise == 1) && v.grid >= 0 &&
               v.delay >= 0 && v.delay <= GPU_MAX_DELAY && (v.steal == 0 || v.steal == 1) &&
-              (v.hoist == 0 || v.hoist == 1), "launch %d", k);
+              (v.hoist == 0 || v.hoist == 1) && v.short_block >= 0 &&
+              v.short_block <= GPU_MAX_SHORT_BLOCK && (v.short_block & (v.short_block - 1)) == 0,
+          "launch %d", k);
     nonzero += v.delay > 0;
     stolen += v.steal;
     hoisted += v.hoist;
+    blocked_stolen += v.steal && v.short_block;
+    if (!v.steal && v.short_block <= GPU_MAX_SHORT_BLOCK)
+      blocks[v.short_block]++;
     if (g < 5 && dl < 7)
       seen[((((g * 3 + v.order) * 2 + v.noise) * 7 + dl) * 2 + v.steal) * 2 + v.hoist]++;
   }
-  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd * 2 * 2 == RACE_CYCLE, "%d grids and %d delays in "
-        "a cycle of %d", ng, nd, RACE_CYCLE);
+  CHECK(ng == 5 && nd == 7 && ng * 3 * 2 * nd * 2 * 2 * 11 == RACE_CYCLE, "%d grids and %d "
+        "delays in a cycle of %d", ng, nd, RACE_CYCLE);
   CHECK(nonzero == RACE_CYCLE * 6 / 7, "%d of %d launches with a delay", nonzero, RACE_CYCLE);
   CHECK(stolen == RACE_CYCLE / 2, "%d of %d launches steal", stolen, RACE_CYCLE);
   CHECK(hoisted == RACE_CYCLE / 2, "%d of %d launches hoist", hoisted, RACE_CYCLE);
-  for (int i = 0; i < RACE_CYCLE; i++)
-    CHECK(seen[i] == 1, "combination %d taken %d times in one cycle", i, seen[i]);
+  CHECK(blocked_stolen == 0, "%d launches steal with a short block (the two exclude each other)",
+        blocked_stolen);
+  for (int i = 0; i < 840; i++)
+    CHECK(seen[i] == 11, "combination %d taken %d times in one cycle, not once per short block",
+          i, seen[i]);
+  /* of the launches without steal, 4 in 11 the grid-stride loop, 2 in 11 blocks of 8, 1 in 11
+   * each other K */
+  const int unit = RACE_CYCLE / 2 / 11;
+  for (int b = 0; b <= GPU_MAX_SHORT_BLOCK; b++)
+    CHECK(blocks[b] == ((b & (b - 1)) ? 0 : b == 0 ? 4 * unit : b == 8 ? 2 * unit : unit),
+          "%d launches without steal take bwd.short_block=%d", blocks[b], b);
 }
 
 /* Every drawn case parses, generates with its hot rows, and runs through the reference; it is
