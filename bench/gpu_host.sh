@@ -22,7 +22,8 @@
 #             .probe/, and torch_peer.py
 #   bwdbench  the backward benchmark with its peers (torch_backward_peer.py, the anchor probe
 #             ../shared/anchors/backward_probe.cu when a copy is carried in .probe/, on F1
-#             and, where the SL sweep runs, on its sweep --sl);
+#             and, where the SL sweep runs, on its sweep --sl), then issue 20's targets on
+#             those figures (bench/bwd_targets.py);
 #             BWD_ONLY=F1,F2 passes --only (default: every shape and the SL sweep)
 #   triton    torchrec's Triton TBE (ext.triton, from the checkout carried in .torchrec/) over
 #             cases/triton.cases and cases/triton_vectors.cases through ref,ext.triton, their
@@ -289,7 +290,11 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       fi
       while read -r line; do note "" "$line"; done < <(grep -E "^[A-Z0-9]+ |  accum |^ +[0-9]+ " \
         "$LOGS/bwdbench.txt" | cut -c1-120)
-      note bwdbench "peers: $(tr '\n' ' ' <"$LOGS/torch_bwd.txt" | cut -c1-200)" ;;
+      note bwdbench "peers: $(tr '\n' ' ' <"$LOGS/torch_bwd.txt" | cut -c1-200)"
+      # issue 20's targets on this run's figures (bench/bwd_targets.py)
+      python3 bench/bwd_targets.py "$LOGS/bwdbench.txt" \
+        $([ -f "$LOGS/anchor.txt" ] && echo "$LOGS/anchor.txt") >"$LOGS/targets.txt" 2>&1
+      while read -r line; do note target "$line"; done < <(cut -c1-150 "$LOGS/targets.txt") ;;
     profile)
       timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
