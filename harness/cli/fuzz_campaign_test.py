@@ -85,12 +85,14 @@ for _, _, _, small in pairs:
     check(rc == 1 and re.search(r"oracle:ref +forward +output +bitwise +fail", out2),
           f"replay '{small}' does not fail the same comparison: exit {rc}\n{out2}")
 
-# the budget. Seed 239's draw 7 (SL 10^6, chunk 1, about 20 s here) is too big for 10 s: it is
-# reported and redrawn smaller, and the campaign stops after its 8 cases well within the budget
+# the budget. Seed 239's draw 7 (SL 10^6, chunk 1, estimated at 11 s) is too big for 5 s: it is
+# reported and redrawn smaller, and the campaign stops after its 8 cases well within the budget.
+# (With 10 s the estimate fell within 0.05 s of the time left plus the 1 s grace, so whether it
+# fit turned on how fast draws 0-6 ran: the test failed now and then under ctest -j2.)
 oracle = ["--engines", "ref,oracle"]
-rc, out, err, secs = timed("fuzz", "--seconds", "10", "--max-cases", "8", "--seed", "239",
+rc, out, err, secs = timed("fuzz", "--seconds", "5", "--max-cases", "8", "--seed", "239",
                            *oracle, "--db", os.path.join(work, "big.db"))
-check(rc == 0 and secs < 10 + GRACE, f"seed 239: exit {rc} after {secs:.1f} s\n{out}\n{err}")
+check(rc == 0 and secs < 5 + GRACE, f"seed 239: exit {rc} after {secs:.1f} s\n{out}\n{err}")
 check(re.search(r"BIG   draw 7 needs about [\d.]+ s, [\d.]+ s are left: .*hot=0:1:1000000.*\n"
                 r" +redrawn smaller", out), f"seed 239: draw 7 not reported too big\n{out}")
 check("1 drawn too big for the time left (1 redrawn smaller, 0 skipped)" in out,
