@@ -103,7 +103,8 @@ def targets(bench_text, anchor_text=""):
         if o and fl:
             frac = fl / (o["ms"] - o["sort"])
             row(f"{s} >= 85% of the copy ceiling, sort excluded",
-                f"floor {fl:.3f} ms / {o['ms'] - o['sort']:.3f} ms = {100 * frac:.1f}%", frac >= 0.85)
+                f"floor {fl:.3f} ms / {o['ms'] - o['sort']:.3f} ms = {100 * frac:.1f}%",
+                frac >= 0.85)
         else:
             row(f"{s} >= 85% of the copy ceiling, sort excluded", "-", None)
     shuffled = cols.index("shuffled") if cols and "shuffled" in cols else None

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bwd_targets_test.py: bwd_targets.py on logs written in gpu_backward_bench's and the anchor's
-own formats (their printf strings, copied here with %d as %d): each target's figure and verdict, a missed
-one named, a shape not run "not measured". Needs no GPU.
+own formats (their printf strings, copied here with %lld as %d): each target's figure and
+verdict, a missed one named, a shape not run "not measured". Needs no GPU.
 """
 import os
 import sys
@@ -65,7 +65,8 @@ def main():
     expect("F4 <= 1.55 ms, sort excluded", "met", "1.500 ms")
     expect("F2 >= 85% of the copy ceiling, sort excluded", "not measured", "-")
     expect("F4 >= 85% of the copy ceiling, sort excluded", "met", "1.380 ms / 1.500 ms = 92.0%")
-    expect("PUB >= 85% of the copy ceiling, sort excluded", "MISSED", "10.000 ms / 11.800 ms = 84.7%")
+    expect("PUB >= 85% of the copy ceiling, sort excluded", "MISSED",
+           "10.000 ms / 11.800 ms = 84.7%")
     expect("SL 1 <= 1.05 x the anchor", "met", "3.600 / 3.500 = 1.029; shuf. block8 0.971")
     expect("SL 2 <= 1.05 x the anchor", "MISSED", "2.500 / 2.300 = 1.087")
     expect("F1 accum: deterministic <= 1.10 x atomic", "met", "15.200 / 20.100 = 0.756")

@@ -77,18 +77,18 @@ static const char race_usage[] =
 
 /* ---- the schedule ---- */
 
-/* 5 grids, 3 orders, 7 delays, 8 settings of noise, steal and hoist (noise k mod 2, steal
- * (k / 2) mod 2, hoist (k / 4) mod 2) and 11 short blocks: coprime counts, so launches k mod
- * 9240 take each combination once (RACE_CYCLE); a short block is 0 (the grid-stride loop) where
- * steal is on, which takes the short tier's runs its own way. Grid 0 is the policy; 1, 2 and 7
- * blocks make each group loop over many chunk programs, so different groups finish a run's last
- * chunk (with steal, the grid of every stealing kernel, whose groups then take runs in the order
- * they ask; with a short block, the short tier's grid too). The short blocks are 0 in four of
- * 11 and each K of bwd.short_block once (8 twice), so a race of a few launches takes several. The delays (ns) hold each
- * chunk program back between its sum and its partial's store, by a pseudo-random time below
+/* 5 grids, 3 orders, 7 delays, 8 settings of noise, steal and hoist (noise k mod 2, steal (k / 2)
+ * mod 2, hoist (k / 4) mod 2) and 11 short blocks: coprime counts, so launches k mod 9240 take each
+ * combination once (RACE_CYCLE); a short block is 0 (the grid-stride loop) where steal is on, which
+ * takes the short tier's runs its own way. Grid 0 is the policy; 1, 2 and 7 blocks make each group
+ * loop over many chunk programs, so different groups finish a run's last chunk (with steal, the
+ * grid of every stealing kernel, whose groups then take runs in the order they ask; with a short
+ * block, the short tier's grid too). The short blocks are 0 in four of 11 and each K of
+ * bwd.short_block once (8 twice), so a race of a few launches takes several. The delays (ns) hold
+ * each chunk program back between its sum and its partial's store, by a pseudo-random time below
  * them, for up to ~20 us: a countdown or combine that overtook a store would read a NaN slot
- * (backward.cu poisons the workspace per launch). Each launch runs its forward before its
- * backward, so with the hoist on it is the forward that makes the metadata the backward takes. */
+ * (backward.cu poisons the workspace per launch). Each launch runs its forward before its backward,
+ * so with the hoist on it is the forward that makes the metadata the backward takes. */
 static const int race_grids[] = {0, 1, 2, 7, 61};
 static const char *const race_orders[] = {"asc", "desc", "shuffle"};
 static const int race_delays[] = {0, 500, 1000, 2000, 5000, 10000, 20000};

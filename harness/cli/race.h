@@ -1,8 +1,8 @@
-/* race.h: `tbecheck race`, race fuzzing of the GPU backward: cases with many chunk programs per
- * run and many runs, each launched again and again on one GPU session under varying schedules
- * (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.short_block, bwd.steal, bwd.hoist), every launch held to the
- * reference's bits; and the reference's outputs of one case, which the GPU tests share. Not
- * `tbecheck fuzz` (one launch per case over the whole edge space, fuzz_campaign.h).
+/* race.h: `tbecheck race`, race fuzzing of the GPU backward: cases with many chunk programs per run
+ * and many runs, each launched again and again on one GPU session under varying schedules
+ * (bwd.grid, bwd.order, bwd.noise, bwd.delay, bwd.short_block, bwd.steal, bwd.hoist), every launch
+ * held to the reference's bits; and the reference's outputs of one case, which the GPU tests share.
+ * Not `tbecheck fuzz` (one launch per case over the whole edge space, fuzz_campaign.h).
  */
 #ifndef HARNESS_RACE_H
 #define HARNESS_RACE_H
