@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
     short_kernel(dev_bwd w, int k)
 {
   constexpr bool AHEAD = short_ahead(W * CPL * VEC, VEC, short_lean(FAST, U));
-  constexpr bool STEAL = SCHED == SHORT_STEAL, BLOCKED = SCHED == SHORT_BLOCKED;
+  /* TAKEN: the runs come from take (STEAL or BLOCKED), not from the grid stride */
+  constexpr bool STEAL = SCHED == SHORT_STEAL, TAKEN = SCHED != SHORT_STRIDE;
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu;
   const tbe_dtype wt = FAST ? TBE_FP16 : w.b.wdtype;
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
    * the pipeline's first ones) */
   int32_t left = 0, i1 = 0; /* i1: with AHEAD, the run after i */
   bool in = false;
-  if constexpr (STEAL || BLOCKED) {
+  if constexpr (TAKEN) {
     if (STEAL)
       st.start(ctr, batches, w.counts->batches[k]);
     else
@@ -144,15 +145,15 @@ __global__ void __launch_bounds__(BLOCK, short_min_blocks(W * CPL * VEC, VEC, sh
     }
   }
   bwd_run next = short_run<DIRECT>(w, list, i, n); /* this run's descriptor, loaded a run ago */
-  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, STEAL || BLOCKED ? i1 : i + groups, n)
+  bwd_run ahead = AHEAD ? short_run<DIRECT>(w, list, TAKEN ? i1 : i + groups, n)
                         : bwd_run{}; /* the next */
   short_head h = AHEAD ? short_head_load<DIRECT>(w, next, lane) : short_head{};
-  while (STEAL || BLOCKED ? left > 0 : i - lag < n) {
+  while (TAKEN ? left > 0 : i - lag < n) {
     const bwd_run r = next;
     const bool live = r.len > 0;
     /* the run whose descriptor loads now */
-    const int32_t far = STEAL || BLOCKED ? take(in) : i + (AHEAD ? 2 : 1) * groups;
-    if constexpr (STEAL || BLOCKED)
+    const int32_t far = TAKEN ? take(in) : i + (AHEAD ? 2 : 1) * groups;
+    if constexpr (TAKEN)
       left += (int32_t)in - 1; /* far joins, r leaves */
     if (!AHEAD) {
       next = short_run<DIRECT>(w, list, far, n);

@@ -97,13 +97,14 @@ static const int race_blocks[] = {0, 8, 1, 0, 4, 32, 0, 2, 16, 0, 8};
 
 race_schedule race_variant(int64_t k)
 {
+  const int steal = (int)(k / 2 % 2);
   return (race_schedule){.grid = race_grids[k % 5],
                          .order = (int)(k % 3),
                          .noise = (int)(k % 2),
                          .delay = race_delays[k % 7],
-                         .steal = (int)(k / 2 % 2),
+                         .steal = steal,
                          .hoist = (int)(k / 4 % 2),
-                         .short_block = k / 2 % 2 ? 0 : race_blocks[k % 11]};
+                         .short_block = steal ? 0 : race_blocks[k % 11]};
 }
 
 /* ---- the drawn cases ---- */
