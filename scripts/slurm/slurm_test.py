@@ -114,12 +114,20 @@ PartitionName=ci Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def daemon(self, argv, pidfile):
         rc, out, err = sh(*argv)
         check(rc == 0, f"{argv[0]} did not start: {out}{err}")
+        # A daemon creates its pid file before it writes the number and its newline into it,
+        # so the test waits for a whole line, not for the file.
         deadline = time.time() + 20
-        while not os.path.exists(pidfile) and time.time() < deadline:
+        text = ""
+        while time.time() < deadline:
+            if os.path.exists(pidfile):
+                with open(pidfile) as f:
+                    text = f.read()
+                if text.endswith("\n"):
+                    break
             time.sleep(0.1)
-        check(os.path.exists(pidfile), f"{argv[0]} wrote no pid file {pidfile}")
-        with open(pidfile) as f:
-            self.pids.append((argv[0], int(f.read().split()[0])))
+        check(text.endswith("\n") and text.strip().isdigit(),
+              f"{argv[0]} wrote no whole pid line into {pidfile} within 20 s: {text!r}")
+        self.pids.append((argv[0], int(text)))
 
     def stop(self):
         """Stops the daemons this test started, newest first, by their process ids."""
