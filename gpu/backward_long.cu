@@ -114,9 +114,57 @@ template <int VEC> __device__ __forceinline__ void part_load(const float *p, flo
   }
 }
 
-/* Long run i's row gradient from its partials, then its optimizer step (one group; the lanes
- * in mask call it together; a group that is not live stores nothing). */
-template <int W, int CPL, int VEC>
+/* The apply kernel's partials in flight per lane: as many chunks as keep RING x columns per
+ * lane within 64 registers (the kernel has one group per long run, so registers cost it no
+ * occupancy that matters), at most 16; 0 (the unrolled loop) past 32 columns, where a ring of
+ * one would keep fewer loads out than the unrolled loop does. */
+__host__ __device__ constexpr int apply_ring(int cols)
+{
+  return cols > 32 ? 0 : 64 / cols > 16 ? 16 : 64 / cols;
+}
+
+/* g += partials 1 .. end-1 of the run whose partials start at p (a row of max_D each), in
+ * ascending chunk order, through a ring of RING chunks' partials in registers: each slot is
+ * reloaded RING chunks ahead as soon as it is added (slots past the last partial reload the
+ * last one and are never added), so RING loads are out while one is added. A hot run of
+ * thousands of chunks is then a chain of latencies divided by RING, not by the three or four
+ * loads the compiler keeps out of the unrolled loop. The adds are the unrolled loop's. */
+template <int W, int CPL, int VEC, int RING>
+__device__ __forceinline__ void combine_ring(const float *p, int64_t max_D, int32_t end,
+                                             int32_t D, int lane, float (&g)[CPL][VEC])
+{
+  const int32_t last = end > 1 ? end - 1 : 0;
+  float q[RING][CPL][VEC];
+  auto load = [&](int32_t k, float(&x)[CPL][VEC]) {
+    const float *pk = p + (int64_t)min(k, last) * max_D;
+#pragma unroll
+    for (int c = 0; c < CPL; c++)
+      if (VEC * (lane + W * c) < D)
+        part_load<VEC>(pk + VEC * (lane + W * c), x[c]);
+  };
+#pragma unroll
+  for (int j = 0; j < RING; j++)
+    load(1 + j, q[j]);
+  for (int32_t k = 1; k < end; k += RING) {
+#pragma unroll
+    for (int j = 0; j < RING; j++) {
+      if (k + j < end) {
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+          if (VEC * (lane + W * c) < D)
+#pragma unroll
+            for (int v = 0; v < VEC; v++)
+              g[c][v] = __fadd_rn(g[c][v], q[j][c][v]);
+      }
+      load(k + j + RING, q[j]);
+    }
+  }
+}
+
+/* Long run i's row gradient from its partials (through combine_ring where RING > 0), then its
+ * optimizer step (one group; the lanes in mask call it together; a group that is not live stores
+ * nothing). */
+template <int W, int CPL, int VEC, int RING>
 __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, bool live)
 {
   const bwd_long L = w.longs[i];
@@ -145,21 +193,25 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
     for (int c = 0; c < CPL; c++)
       if (VEC * (lane + W * c) < D)
         part_load<VEC>(p + VEC * (lane + W * c), g[c]);
-    /* chunk by chunk, every column chunk's loads together and four chunks unrolled, so the
-     * loads go out ahead of the adds, which stay in chunk order: one load waited for at a time
-     * would make a long run a chain of memory latencies */
+    if constexpr (RING > 0) {
+      combine_ring<W, CPL, VEC, RING>(p, w.max_D, end, D, lane, g);
+    } else {
+      /* chunk by chunk, every column chunk's loads together and four chunks unrolled, so the
+       * loads go out ahead of the adds, which stay in chunk order: one load waited for at a time
+       * would make a long run a chain of memory latencies */
 #pragma unroll 4
-    for (int32_t k = 1; k < end; k++) {
-      p += w.max_D;
+      for (int32_t k = 1; k < end; k++) {
+        p += w.max_D;
 #pragma unroll
-      for (int c = 0; c < CPL; c++) {
-        if (VEC * (lane + W * c) >= D)
-          continue;
-        float q[VEC];
-        part_load<VEC>(p + VEC * (lane + W * c), q);
+        for (int c = 0; c < CPL; c++) {
+          if (VEC * (lane + W * c) >= D)
+            continue;
+          float q[VEC];
+          part_load<VEC>(p + VEC * (lane + W * c), q);
 #pragma unroll
-        for (int v = 0; v < VEC; v++)
-          g[c][v] = __fadd_rn(g[c][v], q[v]);
+          for (int v = 0; v < VEC; v++)
+            g[c][v] = __fadd_rn(g[c][v], q[v]);
+        }
       }
     }
   }
@@ -320,7 +372,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     last = __shfl_sync(full, last, 0, W);
     if (last) { /* this group alone: its own mask */
       __threadfence();
-      apply_run<W, CPL, VEC>(w, ch.lrun, lane, mask, true);
+      apply_run<W, CPL, VEC, 0>(w, ch.lrun, lane, mask, true);
     }
   }
   if (w.bulk && lane == 0)
@@ -343,7 +395,7 @@ __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
     i = st.take(ctr, n, (int)lag);
   }
   for (; i - lag < n; i = STEAL ? st.take(ctr, n, (int)lag) : i + groups)
-    apply_run<W, CPL, VEC>(w, i < n ? i : 0, lane, 0xffffffffu, i < n);
+    apply_run<W, CPL, VEC, apply_ring(CPL * VEC)>(w, i < n ? i : 0, lane, 0xffffffffu, i < n);
 }
 
 } // namespace
