@@ -120,7 +120,8 @@ struct dev_bwd {
   int vec;                     /* 4: every D is a multiple of 4 (vector loads), else 1 */
   int short_width, long_width; /* entries in flight per group: 2 or 4 (capped by the shape's
                                   U); 0: the policy, 2 */
-  int32_t grid;                /* blocks of the chunk kernel; 0: the policy */
+  int32_t grid;                /* blocks of the chunk kernel and the short tier; 0: the
+                                  policy */
   int order;                   /* gpu_chunk_order: which chunk program each group slot takes */
   uint64_t order_key;          /* GPU_ORDER_SHUFFLE: the permutation's key (the case seed's) */
   uint32_t delay;              /* bwd.delay: chunk programs sleep below it (ns) before they
@@ -136,7 +137,8 @@ struct dev_bwd {
                                   grid; 0: grid-stride loops */
   int32_t short_block;         /* bwd.short_block: K (1..32, a power of 2): the short tier's
                                   groups take their runs in blocks of K steps of adjacent runs
-                                  (bwd_blocked) on the resident grid; 0: the grid-stride loop */
+                                  (bwd_blocked); 0: the grid-stride loop (both on the resident
+                                  grid) */
   int bulk;                    /* bwd.bulk (atomic only): the chunk kernel's partials go to
                                   w.acc by bulk reduce from shared memory (backward_long.cu) */
   /* bwd.small_tc (NULL tc_ok: off, or no table may take it in this configuration) */

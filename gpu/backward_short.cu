@@ -12,8 +12,6 @@
  * encode's runs itself, passing over the long ones and the sentinel's, so the classification
  * writes no short list and this tier reads no descriptor.
  */
-#include <algorithm>
-
 #include "backward_impl.cuh"
 #include "cuda_check.h"
 
@@ -194,7 +192,6 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
     constexpr int VEC = decltype(vec)::value;
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int64_t want = (cap + BLOCK / S::W - 1) / (BLOCK / S::W);
-    const unsigned blocks = (unsigned)std::min<int64_t>(want, gpu_bwd_max_blocks());
     /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
@@ -202,13 +199,15 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
         /* FAST only with vector loads (bwd_fast): VEC = 1 builds the generic kernel alone */
         constexpr bool F = decltype(fast_)::value != 0 && VEC == 4;
         constexpr bool DIRECT = decltype(direct)::value != 0;
-        if (!w.steal && !w.short_block) {
-          short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, SHORT_STRIDE>
-              <<<blocks, BLOCK, 0, stream>>>(w, k);
-          return;
-        }
-        const auto f = w.steal ? short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, SHORT_STEAL>
-                               : short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, SHORT_BLOCKED>;
+        /* policy: every schedule on the resident grid (or bwd.grid's), the grid-stride loop
+         * too: with more blocks than stay resident, the last wave runs part-full (faster on
+         * four of the five shapes measured, bench/RESULTS.md) */
+        auto kernel = [&](auto sched) {
+          return short_kernel<S::W, S::CPL, VEC, U, F, DIRECT, decltype(sched)::value>;
+        };
+        const auto f = w.steal         ? kernel(bwd_ic<SHORT_STEAL>())
+                       : w.short_block ? kernel(bwd_ic<SHORT_BLOCKED>())
+                                       : kernel(bwd_ic<SHORT_STRIDE>());
         unsigned grid = 0;
         st = gpu_bwd_resident_grid(w, (const void *)f, BLOCK, want, &grid);
         if (st.code == TBE_OK)

@@ -62,8 +62,8 @@ typedef struct {
   int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
                               chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
                               fewer blocks make each group loop over several chunk programs;
-                              with steal, the blocks of every stealing kernel; with
-                              short_block, of the short tier's too */
+                              with steal, the blocks of every stealing kernel; also the
+                              short tier's (0: the blocks the device keeps resident) */
   gpu_chunk_order order;   /* which chunk program the i-th group slot takes: ascending, descending,
                               or a fixed pseudo-random permutation keyed by the case seed */
   int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
@@ -76,8 +76,8 @@ typedef struct {
   int short_block;         /* K (bwd.short_block=K: 1, 2, 4, .., GPU_MAX_SHORT_BLOCK): the short
                               tier on the grid of the blocks the device keeps resident (or
                               grid), each warp taking blocks of K steps of adjacent runs in turn
-                              (with K = 1, the grid-stride loop's map on that grid); 0 (default):
-                              the grid-stride loop on a grid several times that; not with steal */
+                              (with K = 1, the grid-stride loop's map); 0 (default): the
+                              grid-stride loop on that grid; not with steal */
   int steal;               /* 1 (bwd.steal=on): persistent work stealing in the short and long
                               tiers: a grid of the blocks the device keeps resident (or grid),
                               whose groups take the next batch of runs or chunk programs from a
