@@ -150,6 +150,10 @@ __global__ void __launch_bounds__(CLS_BLOCK) classify_kernel(dev_bwd w)
         }
       }
     }
+    /* a tile with nothing to list skips its scan (DIRECT: a tile without a long run, nearly
+     * every tile); bwd.steal cuts every tile's batches, so it scans them all */
+    if (!w.steal && !__syncthreads_or(kind))
+      continue;
     counts_t excl, total;
     const counts_t zero = {};
     scan_t(tmp).ExclusiveScan(mine, excl, zero, cls_add<S>(), total);
