@@ -80,11 +80,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 # the fault trees (when the faults part is named) build beside the clean build: each compile's
 # long pole is one big CUDA file, so three builds side by side take little longer than one
 read -ra FAULT_SPECS <<<"${FAULTS:-fused_no_fence countdown_first drop_last_chunk threshold_gt sr_swap steal_skip bulk_no_wait hoist_stale small_tc_one_chain}"
-build_here() {
+configure_here() {
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DSQLite3_INCLUDE_DIR="$PWD/.gpu-deps/root/usr/include" \
     -DSQLite3_LIBRARY=/usr/lib/x86_64-linux-gnu/libsqlite3.so.0 >"$LOGS/configure.log" 2>&1 ||
     { tail -30 "$LOGS/configure.log"; exit 1; }
+}
+build_here() {
+  configure_here
   local early=() fs
   if printf '%s\n' "$@" | grep -q '^faults'; then
     for fs in "${FAULT_SPECS[@]}"; do
@@ -103,8 +106,7 @@ build_here() {
 }
 # PREBUILT=DIR: the binaries of DIR (bench/prebuild.sh: built elsewhere for sm_90 and carried
 # in: tbecheck, gpu_forward_bench, gpu_backward_bench, tests, planted faults) and no build
-# here, for the parts that need nothing else (ptests, pfaults, psanitize, race, random, triton,
-# bench, sweep, bwdbench, fwdprofile, profile)
+# here, for every part but faults (tests and sanitize run them in a configured build tree)
 TBECHECK=build-gpu/tbecheck
 FWD_BENCH=build-gpu/bench/gpu_forward_bench
 BWD_BENCH=build-gpu/bench/gpu_backward_bench
@@ -115,6 +117,19 @@ if [ -n "${PREBUILT:-}" ]; then
   TBECHECK=$PREBUILT/tbecheck FWD_BENCH=$PREBUILT/gpu_forward_bench
   BWD_BENCH=$PREBUILT/gpu_backward_bench
   note build "prebuilt: $(cd "$PREBUILT" && ls | tr '\n' ' ')"
+  # tests and sanitize on prebuilt binaries: the build tree configured here (CTest's commands
+  # name its paths, and configuring finds this host's compute-sanitizer) with PREBUILT's
+  # binaries where the build links them; a binary not carried fails its tests, as it should
+  if printf '%s\n' "$@" | grep -qE '^(tests|sanitize)'; then
+    configure_here
+    for exe in "$PREBUILT"/*; do
+      case $(basename "$exe") in
+        tbecheck) cp "$exe" build-gpu/tbecheck ;;
+        gpu_*_test | device_test | approx_test | forward_small_probe_test) cp "$exe" build-gpu/gpu/ ;;
+      esac
+    done
+    note "" "build-gpu configured, the prebuilt binaries in it"
+  fi
 else
   build_here "$@"
 fi
@@ -132,8 +147,10 @@ run_part() {
         python3 scripts/ctest/gpu_resources.py spec -o "$LOGS/gpus.json" && spec=(--resource-spec-file "$LOGS/gpus.json")
         note "" "resource spec: $(tr -d ' \n' <"$LOGS/gpus.json" | cut -c1-150)"
       fi
-      timeout "$(left)" ctest --test-dir build-gpu -L gpu ${TESTS_RE:+-R "$TESTS_RE"} -j8 -V \
-        "${spec[@]}" >"$LOGS/ctest-gpu.log" 2>&1
+      # gpu_fence_sass reads the library's machine code, which PREBUILT does not carry (CI
+      # runs it on every commit)
+      timeout "$(left)" ctest --test-dir build-gpu -L gpu ${TESTS_RE:+-R "$TESTS_RE"} \
+        ${PREBUILT:+-E gpu_fence_sass} -j8 -V "${spec[@]}" >"$LOGS/ctest-gpu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       [ ${#spec[@]} -gt 0 ] && note "" "allocations seen: $(grep -oE 'CUDA_VISIBLE_DEVICES=[0-9]+|gpus.json' "$LOGS/ctest-gpu.log" | sort | uniq -c | tr '\n' ' ')"
       note tests "ctest -L gpu exit $r: $(grep -cE 'Test +#.*Passed' "$LOGS/ctest-gpu.log") passed, $(grep -E 'tests failed|tests passed' "$LOGS/ctest-gpu.log" | tail -1)"
@@ -299,7 +316,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section InstructionStats \
-        --section SourceCounters --import-source yes -o "$LOGS/f1" -f \
+        --section SourceCounters --import-source yes --kill yes -o "$LOGS/f1" -f \
         "$BWD_BENCH" --only F1 >"$LOGS/ncu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
@@ -309,7 +326,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       if [ -f .probe/backward_probe.cu ]; then
         { [ -x /tmp/backward_probe ] ||
           nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o /tmp/backward_probe .probe/backward_probe.cu; } &&
-          timeout "$(left)" ncu --clock-control none -k regex:short_runs --launch-count 1 \
+          timeout "$(left)" ncu --clock-control none -k regex:short_runs --launch-count 1 --kill yes \
             --section SpeedOfLight --section Occupancy --section LaunchStats \
             --section WarpStateStats --section InstructionStats -o "$LOGS/anchor" -f \
             /tmp/backward_probe >"$LOGS/ncu_anchor.log" 2>&1 &&

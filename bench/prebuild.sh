@@ -6,8 +6,9 @@
 #   e.g. bash bench/prebuild.sh tbecheck gpu_forward_bench hoist_stale:gpu_backward_test
 #
 # TARGET builds in build/pre (Release, CMAKE_CUDA_ARCHITECTURES=90-real: no PTX beside the
-# machine code, a quarter less to carry) and lands as .prebuilt/TARGET; FAULT:TARGET builds in
-# build/pre-FAULT with -DTBE_FAULT=FAULT (fuzz/FAULTS.md) and lands as .prebuilt/FAULT_TARGET.
+# machine code, a quarter less to carry) and lands as DEST/TARGET; FAULT:TARGET builds in
+# build/pre-FAULT with -DTBE_FAULT=FAULT (fuzz/FAULTS.md) and lands as DEST/FAULT_TARGET. DEST is
+# $PREBUILD_DIR, default .prebuilt (two calls in a row carry two sets: .prebuilt, .prebuilt-b).
 # The binaries read cases/ and the anchors at this checkout's absolute path, which the GPU host
 # shares. A device call carries 64 MiB in all and every binary links every kernel (19-24 MB
 # each), so three fit beside the tree as they are; past 56 MiB they go into .prebuilt/bin.tar.xz
@@ -18,8 +19,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { sed -n '4,5p' "$0" | sed 's/^# *//' >&2; exit 2; }
 jobs=$(nproc)
-mkdir -p build .prebuilt
-rm -f .prebuilt/* # it holds what this call builds
+dest=${PREBUILD_DIR:-.prebuilt}
+mkdir -p build "$dest"
+rm -f "$dest"/* # it holds what this call builds
 for spec in "$@"; do
   target=${spec#*:}
   fault=
@@ -32,15 +34,15 @@ for spec in "$@"; do
     { grep -E "error" -A3 "$tree.build.log" | head -40 >&2; exit 1; }
   exe=$(find "$tree" -type f -name "$target" -perm -u+x | head -1)
   [ -n "$exe" ] || { echo "prebuild.sh: no executable $target in $tree" >&2; exit 2; }
-  strip -o ".prebuilt/${fault:+${fault}_}$target" "$exe"
+  strip -o "$dest/${fault:+${fault}_}$target" "$exe"
 done
-total=$(du -cb .prebuilt/* | tail -1 | cut -f1)
+total=$(du -cb "$dest"/* | tail -1 | cut -f1)
 if [ "$total" -gt $((56 * 1048576)) ]; then
-  tar -cf - -C .prebuilt . | xz -T0 -6 >build/bin.tar.xz
-  rm -f .prebuilt/*
-  mv build/bin.tar.xz .prebuilt/
-  total=$(du -cb .prebuilt/* | tail -1 | cut -f1)
+  tar -cf - -C "$dest" . | xz -T0 -6 >build/bin.tar.xz
+  rm -f "$dest"/*
+  mv build/bin.tar.xz "$dest"/
+  total=$(du -cb "$dest"/* | tail -1 | cut -f1)
 fi
-ls -l .prebuilt
-echo "prebuild.sh: $((total / 1048576)) MiB in .prebuilt (a device call carries 64 MiB in all)"
+ls -l "$dest"
+echo "prebuild.sh: $((total / 1048576)) MiB in $dest (a device call carries 64 MiB in all)"
 [ "$total" -le $((64 * 1048576)) ] || { echo "prebuild.sh: too much to carry: remove some" >&2; exit 1; }
