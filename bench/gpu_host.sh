@@ -34,7 +34,7 @@
 #             only those)
 #   wait      waits for the parts run in the background before it
 #   fwdprofile  ncu on the forward's gaps, one kernel launch each (clocks left alone): ours
-#             and the gather ceiling on F1, F4 and SW-L1, the window and direct on F1, the
+#             and the gather ceiling on F1, F3, F4 and SW-L1, the window and direct on F1, the
 #             fused check on F1 (window) and F4 (lean), S1 generic, small and lean, the lean
 #             window at 8 rows in flight on F4 (FWD_PROFILES="F4_fused F1_direct": only
 #             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
@@ -347,6 +347,8 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         "L1_ceiling|--sweep --only SW-L1|-k regex:ceiling_kernel -c 1" \
         "F1_direct|--only F1|-k regex:direct_kernel -c 1" \
         "F4_plain|--only F4|-k regex:gather_kernel -c 1" \
+        "F3_ours|--only F3|-k regex:(gather|direct)_kernel -c 1" \
+        "F3_ceiling|--only F3|-k regex:ceiling_kernel -c 1" \
         "F4_ceiling|--only F4|-k regex:ceiling_kernel -c 1" \
         "F1_fused|--only F1|-k regex:gather_kernel<.*\(bool\)1,.\(bool\)0> -c 1" \
         "F4_fused|--only F4|-k regex:gather_kernel<.*\(bool\)1,.\(bool\)1> -c 1" \
