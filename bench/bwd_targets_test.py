@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bwd_targets_test.py: bwd_targets.py on logs written in gpu_backward_bench's and the anchor's
 own formats (their printf strings, copied here with %lld as %d): each target's figure and
-verdict, a missed one named, a shape not run "not measured". Needs no GPU.
+verdict, a missed one named, a shape not run "not measured", the H200's targets in ms left
+unjudged on another card. Needs no GPU.
 """
 import os
 import sys
@@ -79,6 +80,20 @@ def main():
     if rows.get("F1 <= 1.05 x the anchor") != "not measured" or \
             rows.get("F1 <= 15.5 ms, sort included") != "met":
         failures.append(f"without the anchor's log: {rows}")
+    # another card (the bench's first line names it): the targets in ms are the H200's, so their
+    # figures print unjudged; the ratios are judged as on the H200
+    h100 = bench_text().replace("# NVIDIA H200;", "# NVIDIA H100 80GB HBM3 (sm_90, 81079 MiB);")
+    rows = {name: (fig, verdict) for name, fig, verdict in
+            bwd_targets.targets(h100, anchor_text())}
+    for name in ("F1 <= 15.5 ms, sort included", "F1 backward alone, hoisted, <= 13 ms",
+                 "F3 <= 1.8 ms, sort included", "F4 <= 1.55 ms, sort excluded"):
+        fig, verdict = rows.get(name, ("", None))
+        if verdict != "other card" or "this run: NVIDIA H100 80GB HBM3)" not in fig:
+            failures.append(f"on an H100, {name}: expected 'other card', got {rows.get(name)}")
+    for name, verdict in (("F1 <= 1.05 x the anchor", "met"), ("SL 2 <= 1.05 x the anchor",
+                          "MISSED"), ("PUB >= 85% of the copy ceiling, sort excluded", "MISSED")):
+        if rows.get(name, (None, None))[1] != verdict:
+            failures.append(f"on an H100, {name}: expected {verdict}, got {rows.get(name)}")
     for f in failures:
         print("FAIL:", f)
     print(f"{'FAIL' if failures else 'pass'}: bwd_targets on logs in the bench's formats")
