@@ -39,8 +39,9 @@
 #             window at 8 rows in flight on F4 (FWD_PROFILES="F4_fused F1_direct": only
 #             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
-#             built with -lineinfo), the report in logs/f1.ncu-rep; then the anchor probe's
-#             short_runs kernel on F1 (logs/anchor.ncu-rep) when a copy is carried in .probe/
+#             built with -lineinfo; memory workload: the L2 hit rates and DRAM bytes), the
+#             report in logs/f1.ncu-rep; then the anchor probe's short_runs kernel on F1
+#             (logs/anchor.ncu-rep) when a copy is carried in .probe/
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
@@ -315,24 +316,25 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
     profile)
       timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section InstructionStats \
+        --section InstructionStats --section MemoryWorkloadAnalysis \
         --section SourceCounters --import-source yes --kill yes -o "$LOGS/f1" -f \
         "$BWD_BENCH" --only F1 >"$LOGS/ncu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
-      note profile "ncu exit $r: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued' \
-        "$LOGS/ncu_f1.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"
+      note profile "ncu exit $r: $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction) ' \
+        "$LOGS/ncu_f1.txt" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-300)"
       # the anchor's sum + Adagrad kernel on F1, the same sections, to compare with ours
       if [ -f .probe/backward_probe.cu ]; then
         { [ -x /tmp/backward_probe ] ||
           nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o /tmp/backward_probe .probe/backward_probe.cu; } &&
           timeout "$(left)" ncu --clock-control none -k regex:short_runs --launch-count 1 --kill yes \
             --section SpeedOfLight --section Occupancy --section LaunchStats \
-            --section WarpStateStats --section InstructionStats -o "$LOGS/anchor" -f \
+            --section WarpStateStats --section InstructionStats \
+            --section MemoryWorkloadAnalysis -o "$LOGS/anchor" -f \
             /tmp/backward_probe >"$LOGS/ncu_anchor.log" 2>&1 &&
           ncu -i "$LOGS/anchor.ncu-rep" --print-details all >"$LOGS/ncu_anchor.txt" 2>&1
-        note profile "anchor: $(grep -E 'Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Instructions  ' \
-          "$LOGS/ncu_anchor.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"
+        note profile "anchor: $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Executed Instructions +inst) ' \
+          "$LOGS/ncu_anchor.txt" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-300)"
       fi ;;
     fwdprofile)
       # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool
