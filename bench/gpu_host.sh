@@ -70,6 +70,11 @@ SUMMARY="$OUT/summary.txt"
 rm -f "$OUT/failed"
 note() { printf '%-10s %s (%ss)\n' "$1" "$2" "$(($(date +%s) - T0))" >>"$SUMMARY"; }
 failed() { touch "$OUT/failed"; }
+# FILE (ncu --print-details all) NAMES (a regex of metric names): those metrics' lines, each
+# once, on one line for the table
+ncu_figures() {
+  grep -E "^ +($2) " "$1" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-330
+}
 finish() {
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
   cat "$SUMMARY"
@@ -321,8 +326,9 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         "$BWD_BENCH" --only F1 >"$LOGS/ncu.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
-      note profile "ncu exit $r: $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction) ' \
-        "$LOGS/ncu_f1.txt" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-300)"
+      local figs='Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy'
+      figs+='|Warp Cycles Per Issued Instruction|Executed Instructions +inst'
+      note profile "ncu exit $r: $(ncu_figures "$LOGS/ncu_f1.txt" "$figs")"
       # the anchor's sum + Adagrad kernel on F1, the same sections, to compare with ours
       if [ -f .probe/backward_probe.cu ]; then
         { [ -x /tmp/backward_probe ] ||
@@ -333,8 +339,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
             --section MemoryWorkloadAnalysis -o "$LOGS/anchor" -f \
             /tmp/backward_probe >"$LOGS/ncu_anchor.log" 2>&1 &&
           ncu -i "$LOGS/anchor.ncu-rep" --print-details all >"$LOGS/ncu_anchor.txt" 2>&1
-        note profile "anchor: $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Executed Instructions +inst) ' \
-          "$LOGS/ncu_anchor.txt" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-300)"
+        note profile "anchor: $(ncu_figures "$LOGS/ncu_anchor.txt" "$figs")"
       fi ;;
     fwdprofile)
       # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool
@@ -368,8 +373,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
           -o "$LOGS/fwd_$name" -f "$FWD_BENCH" $args \
           >"$LOGS/ncu_fwd_$name.log" 2>&1 || failed
         ncu -i "$LOGS/fwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_fwd_$name.txt" 2>&1
-        note "$name" "$(grep -E '^ +(Duration|DRAM Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible) ' \
-          "$LOGS/ncu_fwd_$name.txt" | tr -s ' ' | sed 's/^ //' | tr '\n' ';' | cut -c1-330)"
+        note "$name" "$(ncu_figures "$LOGS/ncu_fwd_$name.txt" 'Duration|DRAM Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible')"
       done ;;
     wait)
       wait # the parts before it that run in the background (so a benchmark after runs alone)

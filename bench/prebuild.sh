@@ -11,7 +11,7 @@
 # $PREBUILD_DIR, default .prebuilt (two calls in a row carry two sets: .prebuilt, .prebuilt-b).
 # The binaries read cases/ and the anchors at this checkout's absolute path, which the GPU host
 # shares. A device call carries 64 MiB in all and every binary links every kernel (19-24 MB
-# each), so three fit beside the tree as they are; past 56 MiB they go into .prebuilt/bin.tar.xz
+# each), so three fit beside the tree as they are; past 56 MiB they go into DEST/bin.tar.xz
 # (machine code packs to about four fifths: three binaries fit with room to spare, four do not),
 # which gpu_host.sh unpacks there. Then, on the device:
 #   carry [".prebuilt"]; PREBUILT=.prebuilt bash bench/gpu_host.sh race bench ...
