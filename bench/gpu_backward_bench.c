@@ -381,17 +381,19 @@ static void run_shape(const char *name)
 static void run_sweep(void)
 {
   static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
-  enum { NCOL = 4 };
+  /* SHUFFLED: the column set beside the anchor's --sl (its data), whose parts are printed */
+  enum { NCOL = 5, SHUFFLED = 2 };
   static const struct {
-    int threshold, shuffled, short_block;
+    int threshold, shuffled, short_block, width;
     const char *name;
-  } cols[NCOL] = {{32, 0, 0, "thr32"},
-                  {256, 0, 0, "thr256"},
-                  {256, 1, 0, "shuffled-thr256"},
-                  {256, 1, 8, "shuffled-block8"}};
+  } cols[NCOL] = {{32, 0, 0, 0, "thr32"},
+                  {256, 0, 0, 0, "thr256"},
+                  {256, 1, 0, 0, "shuffled-thr256"},
+                  {256, 1, 8, 0, "shuffled-block8"},
+                  {256, 1, 0, 4, "shuffled-width4"}};
   printf("SL sweep: T=1 B=262144 L=32 D=128 fp16, N = 8.4M lookups, every run of length SL\n");
-  printf("  %8s %14s %14s %16s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms",
-         "shuf. block8 ms");
+  printf("  %8s %14s %14s %16s %16s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms",
+         "shuf. block8 ms", "shuf. width4 ms");
   for (size_t k = 0; k < sizeof sls / sizeof sls[0]; k++) {
     char text[256];
     const int64_t N = 262144 * 32;
@@ -410,6 +412,7 @@ static void run_sweep(void)
     if (st.code != TBE_OK)
       die(text, st);
     double ms[NCOL], gb[NCOL];
+    gpu_bwd_stats parts = {0};
     for (int t = 0; t < NCOL; t++) {
       for (int64_t p = 0; p < b.N; p++)
         tbe_iset(b.indices, b.itype, p, p % b.E[0]);
@@ -422,17 +425,25 @@ static void run_sweep(void)
       }
       ref_bwd_config cfg = *bwd.cfg;
       cfg.threshold = cols[t].threshold;
-      gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED, .short_block = cols[t].short_block};
+      gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED,
+                          .short_block = cols[t].short_block,
+                          .short_width = cols[t].width,
+                          .long_width = cols[t].width};
       gpu_session *s = open_bwd(&b, &l, &cfg, &g, &bwd);
-      ms[t] = median_backward(s).ms;
+      const gpu_bwd_stats m = median_backward(s);
+      ms[t] = m.ms;
+      if (t == SHUFFLED)
+        parts = m;
       gb[t] = gbps(&b, &l, ms[t]);
       gpu_session_close(s);
       char name[48];
       snprintf(name, sizeof name, "SL%d-%s", sls[k], cols[t].name);
       bench_db_figure(rec, name, text, "gpu:backward", NULL, ms[t], bwd_bytes(&b, &l), copy_gbps);
     }
-    printf("  %8d %14.3f %14.3f %16.3f %16.3f   %6.0f / %6.0f / %6.0f / %6.0f GB/s\n", sls[k],
-           ms[0], ms[1], ms[2], ms[3], gb[0], gb[1], gb[2], gb[3]);
+    printf("  %8d %14.3f %14.3f %16.3f %16.3f %16.3f   %5.0f / %5.0f / %5.0f / %5.0f / %5.0f GB/s\n",
+           sls[k], ms[0], ms[1], ms[2], ms[3], ms[4], gb[0], gb[1], gb[2], gb[3], gb[4]);
+    printf("  %8s shuffled: sort %.3f class %.3f short %.3f long %.3f ms\n", "", parts.sort_ms,
+           parts.classify_ms, parts.short_ms, parts.long_ms);
     fflush(stdout);
     tbe_layout_free(&l);
     gen_case_free(&b, &bwd);

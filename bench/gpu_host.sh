@@ -38,10 +38,13 @@
 #             fused check on F1 (window) and F4 (lean), S1 generic, small and lean, the lean
 #             window at 8 rows in flight on F4 (FWD_PROFILES="F4_fused F1_direct": only
 #             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
-#   profile   ncu on F1's first short-run kernel (clocks left alone, source counters: gpu/ is
-#             built with -lineinfo; memory workload: the L2 hit rates and DRAM bytes), the
-#             report in logs/f1.ncu-rep; then the anchor probe's short_runs kernel on F1
-#             (logs/anchor.ncu-rep) when a copy is carried in .probe/
+#   profile   ncu on the backward's short tier, one launch each (clocks left alone): F1's
+#             default schedule and bwd.short_block=16, then the anchor probe's short_runs on
+#             F1 when a copy is carried in .probe/; DRAM bytes read and written and L2 sectors
+#             by operation beside the sections (BWD_PROFILES="F1_short F1_anchor": only those);
+#             then, for each knob set of BWD_KNOBS (e.g. "- bwd.grid=396 bwd.short_block=16"),
+#             F1's first short-tier launch through tbecheck, those metrics alone; the reports
+#             in logs/bwd_*.ncu-rep, a line of figures each in the table
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
@@ -319,28 +322,51 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         $([ -f "$LOGS/anchor.txt" ] && echo "$LOGS/anchor.txt") >"$LOGS/targets.txt" 2>&1
       while read -r line; do note target "$line"; done < <(cut -c1-150 "$LOGS/targets.txt") ;;
     profile)
-      timeout "$(left)" ncu --clock-control none -k regex:short_kernel --launch-count 1 \
-        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section InstructionStats --section MemoryWorkloadAnalysis \
-        --section SourceCounters --import-source yes --kill yes -o "$LOGS/f1" -f \
-        "$BWD_BENCH" --only F1 >"$LOGS/ncu.log" 2>&1
-      r=$?; [ $r -ne 0 ] && failed
-      timeout "$(left)" ncu -i "$LOGS/f1.ncu-rep" --print-details all >"$LOGS/ncu_f1.txt" 2>&1
+      # NAME, the program and its arguments, then ncu's kernel filter (demangled names; a space
+      # in a regex is written '.'): F1's short tier (its first launch: the default schedule),
+      # bwd.short_block=16's (the bench's third blocked variant, after 12 launches each of
+      # block4 and block8), and the anchor's sum + Adagrad on the same F1; each with the DRAM
+      # bytes read and written and the L2 sectors by operation, beside the sections
+      local probe=/tmp/backward_probe spec name prog filter
+      [ -f .probe/backward_probe.cu ] && { [ -x $probe ] ||
+        nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o $probe .probe/backward_probe.cu; }
+      local metrics=dram__bytes_read.sum,dram__bytes_write.sum
+      metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum
+      metrics+=,lts__t_sectors_srcunit_tex_op_write.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+      metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
       local figs='Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy'
-      figs+='|Warp Cycles Per Issued Instruction|Executed Instructions +inst'
-      note profile "ncu exit $r: $(ncu_figures "$LOGS/ncu_f1.txt" "$figs")"
-      # the anchor's sum + Adagrad kernel on F1, the same sections, to compare with ours
-      if [ -f .probe/backward_probe.cu ]; then
-        { [ -x /tmp/backward_probe ] ||
-          nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o /tmp/backward_probe .probe/backward_probe.cu; } &&
-          timeout "$(left)" ncu --clock-control none -k regex:short_runs --launch-count 1 --kill yes \
-            --section SpeedOfLight --section Occupancy --section LaunchStats \
-            --section WarpStateStats --section InstructionStats \
-            --section MemoryWorkloadAnalysis -o "$LOGS/anchor" -f \
-            /tmp/backward_probe >"$LOGS/ncu_anchor.log" 2>&1 &&
-          ncu -i "$LOGS/anchor.ncu-rep" --print-details all >"$LOGS/ncu_anchor.txt" 2>&1
-        note profile "anchor: $(ncu_figures "$LOGS/ncu_anchor.txt" "$figs")"
-      fi ;;
+      figs+='|Warp Cycles Per Issued Instruction|Executed Instructions|dram__bytes_[a-z]+.sum'
+      figs+='|lts__t_sectors_srcunit_tex_op_[a-z_]+.sum|l1tex__t_sectors_pipe_lsu_mem_global_op_[a-z]+.sum'
+      for spec in "F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1" \
+        "F1_block16|$BWD_BENCH --only F1|-k regex:short_kernel<.*\\(int\\)1> -s 24 -c 1" \
+        "F1_anchor|$probe|-k regex:short_runs -c 1"; do
+        IFS='|' read -r name prog filter <<<"$spec"
+        [ -n "${BWD_PROFILES:-}" ] && [[ " $BWD_PROFILES " != *" $name "* ]] && continue
+        [[ $prog == "$probe" && ! -x $probe ]] && continue
+        # shellcheck disable=SC2086 # the arguments are word lists
+        timeout "$(left)" ncu --clock-control none --kernel-name-base demangled $filter \
+          --kill yes --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --section WarpStateStats --section InstructionStats --section MemoryWorkloadAnalysis \
+          --metrics "$metrics" -o "$LOGS/bwd_$name" -f $prog >"$LOGS/ncu_bwd_$name.log" 2>&1 ||
+          failed
+        ncu -i "$LOGS/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
+        note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "$figs")"
+      done
+      # BWD_KNOBS="bwd.grid=396 bwd.short_block=16,bwd.width=4 ...": F1's first short-tier
+      # launch under each knob set (commas between a set's knobs; "-" is none), through
+      # tbecheck run, with the metrics above alone (a few replays, no sections)
+      local f1 knobs
+      f1="$(grep '# F1:' cases/bench.cases | sed 's/ *#.*//') opt=rowwise_adagrad"
+      for knobs in ${BWD_KNOBS:-}; do
+        name=F1_${knobs//[=,]/_}
+        [ "$knobs" = - ] && knobs=
+        timeout "$(left)" ncu --clock-control none -k regex:short_kernel -c 1 --kill yes \
+          --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$metrics" \
+          -o "$LOGS/bwd_$name" -f "$TBECHECK" run --engines gpu --db "$LOGS/knobs.db" \
+          "$f1 ${knobs//,/ }" >"$LOGS/ncu_bwd_$name.log" 2>&1 || failed
+        ncu -i "$LOGS/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
+        note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "gpu__time_duration.sum|sm__warps_active[a-z_.]+|$figs")"
+      done ;;
     fwdprofile)
       # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool
       # template argument reads (bool)1 or (bool)0 (ncu 2025 on the H200) and gather_kernel's

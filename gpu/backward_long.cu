@@ -6,7 +6,8 @@
  *
  * Accumulation order: each chunk from +0 in sorted order (bwd_sum). Deterministic combine: one
  * partial slot per chunk, added in ascending chunk order starting from the first partial, by one
- * group, so bit-exact whatever order the chunks ran in. Atomic combine: an fp64 atomicAdd of
+ * group, or (a run of more than APPLY_WIDE chunks, in both modes) by a block in a third kernel, a
+ * column a thread in the same order, so bit-exact whatever order the chunks ran in. Atomic combine: an fp64 atomicAdd of
  * every (exact, widened) partial into one zeroed fp64 row per run, in whatever order the chunks
  * arrive, rounded once to fp32 by the apply (ref/SEMANTICS.md; checked by the bound of
  * ref/backward_exact.c, tight enough to see one partial among millions). Long runs of every table go through the widest table's group
@@ -161,19 +162,47 @@ __device__ __forceinline__ void combine_ring(const float *p, int64_t max_D, int3
   }
 }
 
+/* policy: a long run of more chunks than APPLY_WIDE has its partials combined by a whole block
+ * (apply_wide_kernel), a column a thread with WIDE_RING chunks' loads out per thread, where a
+ * group keeps at most 16 chunks out (apply_ring); the runs up to it stay with a group each, as
+ * a block per run would leave most of its threads idle on them. */
+const int APPLY_WIDE = 64, WIDE_RING = 32;
+
+/* The deterministic combine takes long run L's partials apply_end(L) at a time: all of them. */
+__device__ __forceinline__ int32_t apply_end(const bwd_long &L)
+{
+#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the last chunk's partial left out */
+  return L.chunks - 1;
+#else
+  return L.chunks;
+#endif
+}
+
+/* The weights and momentum of long run L's row, loaded by a group (raw: a combine runs while they
+ * load); D and m as the update wants them. */
+template <int W, int CPL, int VEC>
+__device__ __forceinline__ void apply_row_load(const dev_bwd &w, const bwd_run &r, int lane,
+                                               dev_row<W, CPL, VEC, true> &wr, int32_t &D,
+                                               float *&m)
+{
+  D = w.b.D[r.table];
+  m = w.momentum ? w.momentum + r.key : nullptr;
+  const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
+  dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
+}
+
 /* Long run i's row gradient from its partials (through combine_ring where RING > 0), then its
  * optimizer step (one group; the lanes in mask call it together; a group that is not live stores
- * nothing). */
+ * nothing and adds no partial). */
 template <int W, int CPL, int VEC, int RING>
 __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, bool live)
 {
   const bwd_long L = w.longs[i];
   const bwd_run &r = L.r;
-  const int32_t D = w.b.D[r.table];
-  const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
-  float *m = w.momentum ? w.momentum + r.key : nullptr;
-  dev_row<W, CPL, VEC, true> wr; /* raw: the combine below runs while they load */
-  dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
+  int32_t D;
+  float *m;
+  dev_row<W, CPL, VEC, true> wr;
+  apply_row_load(w, r, lane, wr, D, m);
   float g[CPL][VEC];
   if (w.atomic) {
 #pragma unroll
@@ -183,11 +212,7 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
         for (int v = 0; v < VEC; v++)
           g[c][v] = __double2float_rn(__ldcg(w.acc + i * w.max_D + VEC * (lane + W * c) + v));
   } else {
-#if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the last chunk's partial left out */
-    const int32_t end = L.chunks - 1;
-#else
-    const int32_t end = L.chunks;
-#endif
+    const int32_t end = live ? apply_end(L) : 1;
     const float *p = w.part + (int64_t)L.chunk0 * w.max_D;
 #pragma unroll
     for (int c = 0; c < CPL; c++)
@@ -216,6 +241,58 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
     }
   }
   dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, lane, mask, live);
+}
+
+/* Whether long run L is left to apply_wide_kernel: deterministic, more than APPLY_WIDE chunks. */
+__device__ __forceinline__ bool apply_wide(const dev_bwd &w, const bwd_long &L)
+{
+  return !w.atomic && L.chunks > APPLY_WIDE;
+}
+
+/* The long runs that apply_wide holds, a block per run (grid stride): thread t adds columns t,
+ * t + BLOCK, ... of the run's partials in ascending chunk order from the first partial, through
+ * combine_ring (WIDE_RING loads out per thread): apply_run's adds, so its bits. The row goes
+ * through shared memory ([max_D] floats) to the block's first warp, whose first group (apply_run's
+ * shape) applies the optimizer step; its weights load under the combine. */
+template <int W, int CPL, int VEC>
+__global__ void __launch_bounds__(BLOCK) apply_wide_kernel(dev_bwd w)
+{
+  extern __shared__ float wide_row[];
+  const int64_t n = w.counts->longs;
+  const int lane = threadIdx.x % W;
+  const bool first = threadIdx.x < 32; /* the warp that applies the step */
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const bwd_long L = w.longs[i];
+    if (!apply_wide(w, L))
+      continue;
+    int32_t D = w.b.D[L.r.table];
+    float *m = nullptr;
+    dev_row<W, CPL, VEC, true> wr;
+    if (first)
+      apply_row_load(w, L.r, lane, wr, D, m);
+    const float *p = w.part + (int64_t)L.chunk0 * w.max_D;
+    for (int32_t c0 = 0; c0 < D; c0 += BLOCK) {
+      float g[1][1] = {{0.0f}};
+      if ((int32_t)threadIdx.x < D - c0) {
+        part_load<1>(p + c0 + threadIdx.x, g[0]);
+        combine_ring<BLOCK, 1, 1, WIDE_RING>(p + c0, w.max_D, apply_end(L), D - c0,
+                                             (int)threadIdx.x, g);
+        wide_row[c0 + threadIdx.x] = g[0][0];
+      }
+    }
+    __syncthreads();
+    if (first) {
+      float g[CPL][VEC];
+#pragma unroll
+      for (int c = 0; c < CPL; c++)
+#pragma unroll
+        for (int v = 0; v < VEC; v++)
+          g[c][v] = VEC * (lane + W * c) + v < D ? wide_row[VEC * (lane + W * c) + v] : 0.0f;
+      dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, L.r.key, lane,
+                                  0xffffffffu, threadIdx.x < W);
+    }
+    __syncthreads(); /* the row is the next run's */
+  }
 }
 
 /* ---- bwd.bulk: a chunk program's partial added to its run's fp64 row by one bulk reduce ----
@@ -370,7 +447,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
       last = atomicSub(w.countdown + ch.lrun, 1) == 1;
 #endif
     last = __shfl_sync(full, last, 0, W);
-    if (last) { /* this group alone: its own mask */
+    if (last && !apply_wide(w, w.longs[ch.lrun])) { /* this group alone: its own mask */
       __threadfence();
       apply_run<W, CPL, VEC, 0>(w, ch.lrun, lane, mask, true);
     }
@@ -394,8 +471,11 @@ __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
     st.start(ctr, n);
     i = st.take(ctr, n, (int)lag);
   }
-  for (; i - lag < n; i = STEAL ? st.take(ctr, n, (int)lag) : i + groups)
-    apply_run<W, CPL, VEC, apply_ring(CPL * VEC)>(w, i < n ? i : 0, lane, 0xffffffffu, i < n);
+  for (; i - lag < n; i = STEAL ? st.take(ctr, n, (int)lag) : i + groups) {
+    const int64_t j = i < n ? i : 0;
+    apply_run<W, CPL, VEC, apply_ring(CPL * VEC)>(w, j, lane, 0xffffffffu,
+                                                  i < n && !apply_wide(w, w.longs[j]));
+  }
 }
 
 } // namespace
@@ -455,6 +535,11 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
                    : launch(apply_kernel<S::W, S::CPL, VEC, false>, awant, std::max(ablocks, 1u),
                             0, w);
     }
+    /* the runs of many chunks, after the chunk kernel in both modes (the fused countdown's last
+     * program leaves them), a block each on at most the resident grid */
+    if (!w.atomic && st.code == TBE_OK)
+      st = launch(apply_wide_kernel<S::W, S::CPL, VEC>, w.long_cap, 0,
+                  sizeof(float) * (size_t)w.max_D, w);
   });
   if (st.code != TBE_OK)
     return st;
