@@ -168,7 +168,8 @@ run_part() {
         "$LOGS/ctest-gpu.log"; grep -E "s for the case's" "$LOGS/ctest-gpu.log" |
         awk '{n[$1]++; t[$1] += $2} END {for (k in n) printf "test %s %d cases, %.0f s\n", k, n[k], t[k]}') ;;
     sanitize)
-      timeout "$(left)" ctest --test-dir build-gpu -L sanitizer -j3 -V >"$LOGS/sanitizer.log" 2>&1
+      timeout "$(left)" ctest --test-dir build-gpu -L sanitizer ${SANITIZE_RE:+-R "$SANITIZE_RE"} -j3 -V \
+        >"$LOGS/sanitizer.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note sanitize "exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" ;;
     faults)
