@@ -62,8 +62,8 @@ static const variant variants[] = {
   {"width4", {.short_width = 4, .long_width = 4}, REF_COMBINE_DETERMINISTIC},
   {"steal", {.steal = 1}, REF_COMBINE_DETERMINISTIC},
   {"fused-steal", {.long_mode = GPU_LONG_FUSED, .steal = 1}, REF_COMBINE_DETERMINISTIC},
-  /* the grid of the short tier and the chunk kernel before they ran on the resident grid: 16
-   * blocks per SM of a 132-SM GPU (the H100's and H200's), every tier on those blocks */
+  /* the short tier's grid before it ran on the resident grid: 16 blocks per SM of a 132-SM
+   * GPU (the H100's and H200's), every tier on those blocks */
   {"grid2112", {.grid = 2112}, REF_COMBINE_DETERMINISTIC},
   {"block4", {.short_block = 4}, REF_COMBINE_DETERMINISTIC},
   {"block8", {.short_block = 8}, REF_COMBINE_DETERMINISTIC},

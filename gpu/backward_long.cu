@@ -498,11 +498,15 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int per = BLOCK / S::W;
     const int64_t cwant = (w.chunk_cap + per - 1) / per, awant = (w.long_cap + per - 1) / per;
+    const unsigned cblocks = w.grid > 0 ? (unsigned)w.grid
+                                        : (unsigned)std::min<int64_t>(cwant, cap);
+    /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
+    const dim3 grid(std::max(cblocks, 1u));
     constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
     /* bwd.bulk: the chunk kernel's staging rows, one per group, in dynamic shared memory */
     const size_t smem = w.bulk ? (size_t)per * bulk_stride(w.max_D) * sizeof(double) : 0;
-    /* f with `bytes` of dynamic shared memory on `blocks` blocks, or (0) on the resident grid
-     * (gpu_bwd_resident_grid: bwd.grid's where it is given) */
+    /* f with `bytes` of dynamic shared memory on `blocks` blocks, or (0) on the resident grid of
+     * a stealing kernel (gpu_bwd_resident_grid) */
     auto launch = [&](const auto f, int64_t want, unsigned blocks, size_t bytes,
                       auto... args) -> tbe_status {
       if (bytes > 48 * 1024) /* past the default: the kernel must ask for it */
@@ -512,9 +516,6 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
       f<<<blocks, BLOCK, bytes, stream>>>(args...);
       return tbe_ok();
     };
-    /* policy: two rows in flight, measured faster than four (bench/RESULTS.md); every schedule
-     * on the resident grid, as the short tier's: with more blocks than stay resident, the grid
-     * stride's last wave runs part-full */
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
       if (w.steal && plain)
@@ -522,9 +523,10 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
       else if (w.steal)
         st = launch(chunk_kernel<S::W, S::CPL, VEC, U, false, true>, cwant, 0, smem, w, fused);
       else if (plain)
-        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, P, false>, cwant, 0, smem, w, fused);
+        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, P, false>, cwant, grid.x, smem, w, fused);
       else
-        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, false, false>, cwant, 0, smem, w, fused);
+        st = launch(chunk_kernel<S::W, S::CPL, VEC, U, false, false>, cwant, grid.x, smem, w,
+                    fused);
     };
     bwd_with_width<S::U>(w.long_width, go);
     if (!fused && st.code == TBE_OK) {

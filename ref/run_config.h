@@ -59,11 +59,11 @@ typedef struct {
                               direct needs one width for every table, laid out back to back) */
   int short_width;         /* entries in flight per group on short runs: 0 (policy: 2), 2 or 4 */
   int long_width;          /* the same for the chunks of long runs (policy: 2) */
-  int grid;                /* blocks of the long runs' chunk kernel and of the short tier:
-                              0 (policy: the blocks the device keeps resident, at most one
-                              group per chunk program or run), or 1..GPU_MAX_GRID: fewer
-                              blocks make each group loop over more of them; with steal, the
-                              blocks of every stealing kernel */
+  int grid;                /* blocks of the long runs' chunk kernel: 0 (policy: one group per
+                              chunk program, capped at gpu_bwd_max_blocks), or 1..GPU_MAX_GRID:
+                              fewer blocks make each group loop over several chunk programs;
+                              with steal, the blocks of every stealing kernel; also the
+                              short tier's (0: the blocks the device keeps resident) */
   gpu_chunk_order order;   /* which chunk program the i-th group slot takes: ascending, descending,
                               or a fixed pseudo-random permutation keyed by the case seed */
   int noise;               /* 1: a noise kernel (noise.cu) runs on a second stream beside the
