@@ -440,8 +440,8 @@ static void run_sweep(void)
       snprintf(name, sizeof name, "SL%d-%s", sls[k], cols[t].name);
       bench_db_figure(rec, name, text, "gpu:backward", NULL, ms[t], bwd_bytes(&b, &l), copy_gbps);
     }
-    printf("  %8d %14.3f %14.3f %16.3f %16.3f %16.3f   %5.0f / %5.0f / %5.0f / %5.0f / %5.0f GB/s\n",
-           sls[k], ms[0], ms[1], ms[2], ms[3], ms[4], gb[0], gb[1], gb[2], gb[3], gb[4]);
+    printf("  %8d %14.3f %14.3f %16.3f %16.3f %16.3f   %5.0f / %5.0f / %5.0f / %5.0f / %5.0f"
+           " GB/s\n", sls[k], ms[0], ms[1], ms[2], ms[3], ms[4], gb[0], gb[1], gb[2], gb[3], gb[4]);
     printf("  %8s shuffled: sort %.3f class %.3f short %.3f long %.3f ms\n", "", parts.sort_ms,
            parts.classify_ms, parts.short_ms, parts.long_ms);
     fflush(stdout);

@@ -5,7 +5,8 @@
 #   tests     ctest -L gpu (every gpu-labelled test, gpu_forward_gpu_K first: the long ones;
 #             TESTS_RE=regex: only those that match, ctest -R; RESOURCES=1: with CTest's GPU
 #             allocation, scripts/ctest/gpu_resources.py's spec of this host)
-#   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck)
+#   sanitize  ctest -L sanitizer (compute-sanitizer memcheck, racecheck, synccheck;
+#             SANITIZE_RE=regex: only those that match, ctest -R)
 #   psanitize compute-sanitizer memcheck, racecheck and synccheck over PREBUILT's tbecheck on the
 #             lines of cases/gpu_backward.cases that match SAN_LINES (default: bwd.small_tc=on)
 #   ptests    PREBUILT's clean test binaries (gpu_*_test), each passes
@@ -168,8 +169,8 @@ run_part() {
         "$LOGS/ctest-gpu.log"; grep -E "s for the case's" "$LOGS/ctest-gpu.log" |
         awk '{n[$1]++; t[$1] += $2} END {for (k in n) printf "test %s %d cases, %.0f s\n", k, n[k], t[k]}') ;;
     sanitize)
-      timeout "$(left)" ctest --test-dir build-gpu -L sanitizer ${SANITIZE_RE:+-R "$SANITIZE_RE"} -j3 -V \
-        >"$LOGS/sanitizer.log" 2>&1
+      timeout "$(left)" ctest --test-dir build-gpu -L sanitizer \
+        ${SANITIZE_RE:+-R "$SANITIZE_RE"} -j3 -V >"$LOGS/sanitizer.log" 2>&1
       r=$?; [ $r -ne 0 ] && failed
       note sanitize "exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" ;;
     faults)
@@ -331,13 +332,12 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       local probe=/tmp/backward_probe spec name prog filter
       [ -f .probe/backward_probe.cu ] && { [ -x $probe ] ||
         nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o $probe .probe/backward_probe.cu; }
+      local lts=lts__t_sectors_srcunit_tex_op l1=l1tex__t_sectors_pipe_lsu_mem_global_op
       local metrics=dram__bytes_read.sum,dram__bytes_write.sum
-      metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum
-      metrics+=,lts__t_sectors_srcunit_tex_op_write.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
-      metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
+      metrics+=,${lts}_read.sum,${lts}_read_lookup_hit.sum,${lts}_write.sum,${l1}_ld.sum,${l1}_st.sum
       local figs='Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy'
       figs+='|Warp Cycles Per Issued Instruction|Executed Instructions|dram__bytes_[a-z]+.sum'
-      figs+='|lts__t_sectors_srcunit_tex_op_[a-z_]+.sum|l1tex__t_sectors_pipe_lsu_mem_global_op_[a-z]+.sum'
+      figs+="|${lts}_[a-z_]+.sum|${l1}_[a-z]+.sum"
       for spec in "F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1" \
         "F1_block16|$BWD_BENCH --only F1|-k regex:short_kernel<.*\\(int\\)1> -s 24 -c 1" \
         "F1_anchor|$probe|-k regex:short_runs -c 1"; do
@@ -356,17 +356,17 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       # BWD_KNOBS="bwd.grid=396 bwd.short_block=16,bwd.width=4 ...": F1's first short-tier
       # launch under each knob set (commas between a set's knobs; "-" is none), through
       # tbecheck run, with the metrics above alone (a few replays, no sections)
-      local f1 knobs
+      local f1 knobs occ=sm__warps_active.avg.pct_of_peak_sustained_active
       f1="$(grep '# F1:' cases/bench.cases | sed 's/ *#.*//') opt=rowwise_adagrad"
       for knobs in ${BWD_KNOBS:-}; do
         name=F1_${knobs//[=,]/_}
         [ "$knobs" = - ] && knobs=
         timeout "$(left)" ncu --clock-control none -k regex:short_kernel -c 1 --kill yes \
-          --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$metrics" \
-          -o "$LOGS/bwd_$name" -f "$TBECHECK" run --engines gpu --db "$LOGS/knobs.db" \
+          --metrics "gpu__time_duration.sum,$occ,$metrics" \
+          -o "$LOGS/bwd_$name" -f "$TBECHECK" run --engines gpu --db /tmp/knobs.db \
           "$f1 ${knobs//,/ }" >"$LOGS/ncu_bwd_$name.log" 2>&1 || failed
         ncu -i "$LOGS/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
-        note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "gpu__time_duration.sum|sm__warps_active[a-z_.]+|$figs")"
+        note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "gpu__time_duration.sum|$occ|$figs")"
       done ;;
     fwdprofile)
       # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool

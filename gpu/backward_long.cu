@@ -7,11 +7,12 @@
  * Accumulation order: each chunk from +0 in sorted order (bwd_sum). Deterministic combine: one
  * partial slot per chunk, added in ascending chunk order starting from the first partial, by one
  * group, or (a run of more than APPLY_WIDE chunks, in both modes) by a block in a third kernel, a
- * column a thread in the same order, so bit-exact whatever order the chunks ran in. Atomic combine: an fp64 atomicAdd of
- * every (exact, widened) partial into one zeroed fp64 row per run, in whatever order the chunks
- * arrive, rounded once to fp32 by the apply (ref/SEMANTICS.md; checked by the bound of
- * ref/backward_exact.c, tight enough to see one partial among millions). Long runs of every table go through the widest table's group
- * shape (they are few; bucketing is for short runs).
+ * column a thread in the same order, so bit-exact whatever order the chunks ran in. Atomic
+ * combine: an fp64 atomicAdd of every (exact, widened) partial into one zeroed fp64 row per run,
+ * in whatever order the chunks arrive, rounded once to fp32 by the apply (ref/SEMANTICS.md;
+ * checked by the bound of ref/backward_exact.c, tight enough to see one partial among millions).
+ * Long runs of every table go through the widest table's group shape (they are few; bucketing is
+ * for short runs).
  *
  * Schedule (bwd.grid, bwd.order, bwd.delay, bwd.steal; no bit depends on it): group slot q of
  * the chunk kernel's grid-stride loop, or the q-th slot taken from the steal counter
