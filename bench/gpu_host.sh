@@ -40,8 +40,8 @@
 #             window at 8 rows in flight on F4 (FWD_PROFILES="F4_fused F1_direct": only
 #             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on the backward's short tier, one launch each (clocks left alone): F1's
-#             default schedule and bwd.short_block=16, then the anchor probe's short_runs on
-#             F1 when a copy is carried in .probe/; DRAM bytes read and written and L2 sectors
+#             default schedule, then the anchor probe's short_runs on F1 when a copy is
+#             carried in .probe/; DRAM bytes read and written and L2 sectors
 #             by operation beside the sections (BWD_PROFILES="F1_short F1_anchor": only those);
 #             then, for each knob set of BWD_KNOBS (e.g. "- bwd.grid=396 bwd.short_block=16"),
 #             F1's first short-tier launch through tbecheck, those metrics alone; the reports
@@ -76,6 +76,12 @@ note() { printf '%-10s %s (%ss)\n' "$1" "$2" "$(($(date +%s) - T0))" >>"$SUMMARY
 failed() { touch "$OUT/failed"; }
 # FILE (ncu --print-details all) NAMES (a regex of metric names): those metrics' lines, each
 # once, on one line for the table
+# the anchor ../shared/anchors/backward_probe.cu as /tmp/backward_probe, built once (source lines
+# kept for ncu), when a copy is carried in .probe/; fails without one
+anchor_probe() {
+  [ -f .probe/backward_probe.cu ] && { [ -x /tmp/backward_probe ] ||
+    nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o /tmp/backward_probe .probe/backward_probe.cu; }
+}
 ncu_figures() {
   grep -E "^ +($2) " "$1" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-330
 }
@@ -307,9 +313,8 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       timeout "$(left)" "$BWD_BENCH" ${BWD_ONLY:+--only "$BWD_ONLY"} \
         --db "$LOGS/bench.db" >"$LOGS/bwdbench.txt" 2>&1
       timeout "$(left)" python3 bench/torch_backward_peer.py >"$LOGS/torch_bwd.txt" 2>&1
-      if [ -f .probe/backward_probe.cu ]; then
-        nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/backward_probe .probe/backward_probe.cu &&
-          timeout "$(left)" /tmp/backward_probe >"$LOGS/anchor.txt" 2>&1
+      if anchor_probe; then
+        timeout "$(left)" /tmp/backward_probe >"$LOGS/anchor.txt" 2>&1
         # its segment-length sweep beside ours (the shuffled column is its data)
         if [ -z "${BWD_ONLY:-}" ] || [[ ",$BWD_ONLY," == *,SL,* ]]; then
           timeout "$(left)" /tmp/backward_probe --sl >>"$LOGS/anchor.txt" 2>&1
@@ -325,13 +330,12 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       while read -r line; do note target "$line"; done < <(cut -c1-150 "$LOGS/targets.txt") ;;
     profile)
       # NAME, the program and its arguments, then ncu's kernel filter (demangled names; a space
-      # in a regex is written '.'): F1's short tier (its first launch: the default schedule),
-      # bwd.short_block=16's (the bench's third blocked variant, after 12 launches each of
-      # block4 and block8), and the anchor's sum + Adagrad on the same F1; each with the DRAM
-      # bytes read and written and the L2 sectors by operation, beside the sections
+      # in a regex is written '.'): F1's short tier (its first launch: the default schedule;
+      # other schedules through BWD_KNOBS below) and the anchor's sum + Adagrad on the same F1;
+      # each with the DRAM bytes read and written and the L2 sectors by operation, beside the
+      # sections
       local probe=/tmp/backward_probe spec name prog filter
-      [ -f .probe/backward_probe.cu ] && { [ -x $probe ] ||
-        nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o $probe .probe/backward_probe.cu; }
+      anchor_probe
       local lts=lts__t_sectors_srcunit_tex_op l1=l1tex__t_sectors_pipe_lsu_mem_global_op
       local metrics=dram__bytes_read.sum,dram__bytes_write.sum
       metrics+=,${lts}_read.sum,${lts}_read_lookup_hit.sum,${lts}_write.sum,${l1}_ld.sum,${l1}_st.sum
@@ -339,7 +343,6 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       figs+='|Warp Cycles Per Issued Instruction|Executed Instructions|dram__bytes_[a-z]+.sum'
       figs+="|${lts}_[a-z_]+.sum|${l1}_[a-z]+.sum"
       for spec in "F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1" \
-        "F1_block16|$BWD_BENCH --only F1|-k regex:short_kernel<.*\\(int\\)1> -s 24 -c 1" \
         "F1_anchor|$probe|-k regex:short_runs -c 1"; do
         IFS='|' read -r name prog filter <<<"$spec"
         [ -n "${BWD_PROFILES:-}" ] && [[ " $BWD_PROFILES " != *" $name "* ]] && continue

@@ -179,17 +179,16 @@ __device__ __forceinline__ int32_t apply_end(const bwd_long &L)
 #endif
 }
 
-/* The weights and momentum of long run L's row, loaded by a group (raw: a combine runs while they
- * load); D and m as the update wants them. */
+/* The weights and momentum of run r's row (D wide) into wr, loaded by a group (raw: a combine
+ * runs while they load); returns where the momentum goes (NULL: none). */
 template <int W, int CPL, int VEC>
-__device__ __forceinline__ void apply_row_load(const dev_bwd &w, const bwd_run &r, int lane,
-                                               dev_row<W, CPL, VEC, true> &wr, int32_t &D,
-                                               float *&m)
+__device__ __forceinline__ float *apply_row_load(const dev_bwd &w, const bwd_run &r, int32_t D,
+                                                 int lane, dev_row<W, CPL, VEC, true> &wr)
 {
-  D = w.b.D[r.table];
-  m = w.momentum ? w.momentum + r.key : nullptr;
+  float *const m = w.momentum ? w.momentum + r.key : nullptr;
   const int64_t row = (int64_t)(r.key - (uint64_t)w.rows_cumsum[r.table]);
   dev_row_load(wr, w.weights, w.b.wdtype, bwd_weight_at(w, r.table, row), D, m, lane);
+  return m;
 }
 
 /* Long run i's row gradient from its partials (through combine_ring where RING > 0), then its
@@ -200,10 +199,9 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
 {
   const bwd_long L = w.longs[i];
   const bwd_run &r = L.r;
-  int32_t D;
-  float *m;
+  const int32_t D = w.b.D[r.table];
   dev_row<W, CPL, VEC, true> wr;
-  apply_row_load(w, r, lane, wr, D, m);
+  float *const m = apply_row_load(w, r, D, lane, wr);
   float g[CPL][VEC];
   if (w.atomic) {
 #pragma unroll
@@ -266,11 +264,9 @@ __global__ void __launch_bounds__(BLOCK) apply_wide_kernel(dev_bwd w)
     const bwd_long L = w.longs[i];
     if (!apply_wide(w, L))
       continue;
-    int32_t D = w.b.D[L.r.table];
-    float *m = nullptr;
+    const int32_t D = w.b.D[L.r.table];
     dev_row<W, CPL, VEC, true> wr;
-    if (first)
-      apply_row_load(w, L.r, lane, wr, D, m);
+    float *const m = first ? apply_row_load(w, L.r, D, lane, wr) : nullptr;
     const float *p = w.part + (int64_t)L.chunk0 * w.max_D;
     for (int32_t c0 = 0; c0 < D; c0 += BLOCK) {
       float g[1][1] = {{0.0f}};
