@@ -7,7 +7,8 @@
  * backward alone (sort .. optimizer) after warm-up; each rep starts from the pristine weights
  * and momentum (restored, untimed, with the forward that precedes it). With --db PATH the
  * figures are also recorded as perf rows (bench_db.h), for the report. --only F1,SL (before
- * --db) runs only the shapes named (SL: the sweep), e.g. under a profiler.
+ * --db) runs only the shapes named (SL: the sweep; SL4: its SL 4 alone, shuffled), e.g. under a
+ * profiler.
  *
  * bwd.hoist: on F1 and PUB (hoist_shapes), forward, backward and their total with the metadata
  * in the backward (off) and in the forward (on), side by side, each backward held to the
@@ -377,24 +378,28 @@ static void run_shape(const char *name)
 
 /* Every run of length exactly sl: N lookups over N/sl rows; in order, row p % E at position p
  * (gradient rows read in order), and shuffled, the same rows at positions permuted by a seeded
- * Fisher-Yates (random gradient reads: the anchor probe's --sl data). */
-static void run_sweep(void)
+ * Fisher-Yates (random gradient reads: the anchor probe's --sl data). one > 0: that SL alone, in
+ * the shuffled column alone (--only SL<n>, e.g. under a profiler). */
+static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
+
+static void run_sweep(int one)
 {
-  static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
   /* SHUFFLED: the column set beside the anchor's --sl (its data), whose parts are printed */
   enum { NCOL = 5, SHUFFLED = 2 };
   static const struct {
-    int threshold, shuffled, short_block, width;
+    int threshold, shuffled, width;
     const char *name;
-  } cols[NCOL] = {{32, 0, 0, 0, "thr32"},
-                  {256, 0, 0, 0, "thr256"},
-                  {256, 1, 0, 0, "shuffled-thr256"},
-                  {256, 1, 8, 0, "shuffled-block8"},
-                  {256, 1, 0, 4, "shuffled-width4"}};
+  } cols[NCOL] = {{32, 0, 0, "thr32"},
+                  {256, 0, 0, "thr256"},
+                  {256, 1, 0, "shuffled-thr256"},
+                  {512, 1, 0, "shuffled-thr512"},
+                  {256, 1, 4, "shuffled-width4"}};
   printf("SL sweep: T=1 B=262144 L=32 D=128 fp16, N = 8.4M lookups, every run of length SL\n");
   printf("  %8s %14s %14s %16s %16s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms",
-         "shuf. block8 ms", "shuf. width4 ms");
+         "shuf. thr512 ms", "shuf. width4 ms");
   for (size_t k = 0; k < sizeof sls / sizeof sls[0]; k++) {
+    if (one > 0 && sls[k] != one)
+      continue;
     char text[256];
     const int64_t N = 262144 * 32;
     snprintf(text, sizeof text,
@@ -411,9 +416,11 @@ static void run_sweep(void)
       st = tbe_layout_init(&l, &b);
     if (st.code != TBE_OK)
       die(text, st);
-    double ms[NCOL], gb[NCOL];
+    double ms[NCOL] = {0}, gb[NCOL] = {0};
     gpu_bwd_stats parts = {0};
     for (int t = 0; t < NCOL; t++) {
+      if (one > 0 && t != SHUFFLED)
+        continue;
       for (int64_t p = 0; p < b.N; p++)
         tbe_iset(b.indices, b.itype, p, p % b.E[0]);
       const uint64_t key = prng_key(9, (uint64_t)sls[k]);
@@ -426,7 +433,6 @@ static void run_sweep(void)
       ref_bwd_config cfg = *bwd.cfg;
       cfg.threshold = cols[t].threshold;
       gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED,
-                          .short_block = cols[t].short_block,
                           .short_width = cols[t].width,
                           .long_width = cols[t].width};
       gpu_session *s = open_bwd(&b, &l, &cfg, &g, &bwd);
@@ -488,7 +494,13 @@ int main(int argc, char **argv)
     if (wanted(small_tc_shapes[k]) && !hoist_only)
       run_shape(small_tc_shapes[k]);
   if (wanted("SL") && !hoist_only)
-    run_sweep();
+    run_sweep(0);
+  for (size_t k = 0; only && k < sizeof sls / sizeof sls[0] && !hoist_only; k++) {
+    char name[16]; /* --only SL4: SL 4 alone */
+    snprintf(name, sizeof name, "SL%d", sls[k]);
+    if (bench_wanted(only, name))
+      run_sweep(sls[k]);
+  }
   bench_db_close(rec);
   return 0;
 }

@@ -12,7 +12,8 @@
 #   ptests    PREBUILT's clean test binaries (gpu_*_test), each passes
 #   pfaults   PREBUILT's planted-fault binaries (bench/prebuild.sh FAULT:TARGET), each must be
 #             caught: FAULT_gpu_backward_test fails, FAULT_tbecheck finds the fault in the named
-#             cases of the faults part's "cases" detector (faults.cases, gpu_backward.cases)
+#             cases of the faults part's "cases" detector (faults.cases, gpu_backward.cases;
+#             PFAULT_LINES=regex: only their lines that match, e.g. one mechanism's cases)
 #   faults    the GPU planted faults, fuzz/faults.py run NAME for each (fuzz/FAULTS.md)
 #   race      tbecheck race --seconds ${RACE_S:-60} (fused path, varied schedules, noise kernel)
 #   random    edge.cases and gpu.cases (also with fwd.small=on), tbecheck random 300 607 --path
@@ -41,11 +42,14 @@
 #             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on the backward's short tier, one launch each (clocks left alone): F1's
 #             default schedule, then the anchor probe's short_runs on F1 when a copy is
-#             carried in .probe/; DRAM bytes read and written and L2 sectors
-#             by operation beside the sections (BWD_PROFILES="F1_short F1_anchor": only those);
+#             carried in .probe/; then SL<n>_ours and SL<n>_anchor, each SL of the sweep
+#             (shuffled; at SL 256 our chunk kernel); DRAM bytes read and written and L2 sectors
+#             by operation beside the sections (BWD_PROFILES="F1_short SL4_ours": only those;
+#             default: F1's two);
 #             then, for each knob set of BWD_KNOBS (e.g. "- bwd.grid=396 bwd.short_block=16"),
 #             F1's first short-tier launch through tbecheck, those metrics alone; the reports
-#             in logs/bwd_*.ncu-rep, a line of figures each in the table
+#             stay in /tmp/ncu on the host (too big to return), their details come back in
+#             logs/ncu_bwd_*.txt, a line of figures each in the table
 #
 # Parts run one after another in the order given, each under what is left of DEADLINE seconds
 # (default 540: a device call may run 600), or under its own limit (PART:SECONDS, e.g.
@@ -216,10 +220,14 @@ run_part() {
       done ;;
     pfaults)
       local exe name fault
-      # BINARY NAME: the named cases through ref,gpu into logs/pfault_NAME.*; sets r, says the run
+      # the lines of faults.cases and gpu_backward.cases that match PFAULT_LINES (default: all)
+      grep -hE "${PFAULT_LINES:-.}" cases/faults.cases cases/gpu_backward.cases |
+        grep -vE '^[[:space:]]*(#|$)' >"$LOGS/pfault.cases"
+      note fault "$(grep -c . "$LOGS/pfault.cases") case lines${PFAULT_LINES:+ matching $PFAULT_LINES}"
+      # BINARY NAME: those cases through ref,gpu into logs/pfault_NAME.*; sets r, says the run
       pfault_cases() {
         timeout "$(left)" "$1" run --engines ref,gpu --db "$LOGS/pfault_$2.db" \
-          cases/faults.cases cases/gpu_backward.cases >"$LOGS/pfault_$2.txt" 2>&1
+          "$LOGS/pfault.cases" >"$LOGS/pfault_$2.txt" 2>&1
         r=$?
         pfault_run=$(grep -E '^run [0-9]+:' "$LOGS/pfault_$2.txt" | cut -c1-80)
       }
@@ -336,24 +344,33 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       # sections
       local probe=/tmp/backward_probe spec name prog filter
       anchor_probe
+      mkdir -p /tmp/ncu # the reports stay there: a few of them outgrow what a call returns
       local lts=lts__t_sectors_srcunit_tex_op l1=l1tex__t_sectors_pipe_lsu_mem_global_op
       local metrics=dram__bytes_read.sum,dram__bytes_write.sum
       metrics+=,${lts}_read.sum,${lts}_read_lookup_hit.sum,${lts}_write.sum,${l1}_ld.sum,${l1}_st.sum
       local figs='Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy'
       figs+='|Warp Cycles Per Issued Instruction|Executed Instructions|dram__bytes_[a-z]+.sum'
       figs+="|${lts}_[a-z_]+.sum|${l1}_[a-z]+.sum"
-      for spec in "F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1" \
-        "F1_anchor|$probe|-k regex:short_runs -c 1"; do
+      # and, per SL of the sweep, ours (its short tier, or at SL 256 its chunk kernel) beside the
+      # anchor's --sl launch of that SL (8 launches per SL before it)
+      local specs=("F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1"
+        "F1_anchor|$probe|-k regex:short_runs -c 1") sl j=0
+      for sl in 1 2 4 8 16 32 64 128 256; do
+        specs+=("SL${sl}_ours|$BWD_BENCH --only SL$sl|-k regex:$([ $sl -ge 256 ] &&
+          echo chunk || echo short)_kernel -c 1" "SL${sl}_anchor|$probe --sl|-k regex:short_runs -s $((8 * j)) -c 1")
+        j=$((j + 1))
+      done
+      for spec in "${specs[@]}"; do
         IFS='|' read -r name prog filter <<<"$spec"
-        [ -n "${BWD_PROFILES:-}" ] && [[ " $BWD_PROFILES " != *" $name "* ]] && continue
+        [[ " ${BWD_PROFILES:-F1_short F1_anchor} " != *" $name "* ]] && continue
         [[ $prog == "$probe" && ! -x $probe ]] && continue
         # shellcheck disable=SC2086 # the arguments are word lists
         timeout "$(left)" ncu --clock-control none --kernel-name-base demangled $filter \
           --kill yes --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section WarpStateStats --section InstructionStats --section MemoryWorkloadAnalysis \
-          --metrics "$metrics" -o "$LOGS/bwd_$name" -f $prog >"$LOGS/ncu_bwd_$name.log" 2>&1 ||
+          --metrics "$metrics" -o "/tmp/ncu/bwd_$name" -f $prog >"$LOGS/ncu_bwd_$name.log" 2>&1 ||
           failed
-        ncu -i "$LOGS/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
+        ncu -i "/tmp/ncu/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
         note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "$figs")"
       done
       # BWD_KNOBS="bwd.grid=396 bwd.short_block=16,bwd.width=4 ...": F1's first short-tier
@@ -366,9 +383,9 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         [ "$knobs" = - ] && knobs=
         timeout "$(left)" ncu --clock-control none -k regex:short_kernel -c 1 --kill yes \
           --metrics "gpu__time_duration.sum,$occ,$metrics" \
-          -o "$LOGS/bwd_$name" -f "$TBECHECK" run --engines gpu --db /tmp/knobs.db \
+          -o "/tmp/ncu/bwd_$name" -f "$TBECHECK" run --engines gpu --db /tmp/knobs.db \
           "$f1 ${knobs//,/ }" >"$LOGS/ncu_bwd_$name.log" 2>&1 || failed
-        ncu -i "$LOGS/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
+        ncu -i "/tmp/ncu/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
         note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "gpu__time_duration.sum|$occ|$figs")"
       done ;;
     fwdprofile)
