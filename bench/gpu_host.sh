@@ -348,9 +348,10 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       local lts=lts__t_sectors_srcunit_tex_op l1=l1tex__t_sectors_pipe_lsu_mem_global_op
       local metrics=dram__bytes_read.sum,dram__bytes_write.sum
       metrics+=,${lts}_read.sum,${lts}_read_lookup_hit.sum,${lts}_write.sum,${l1}_ld.sum,${l1}_st.sum
+      # a table line of the sections' figures, then one of the metrics' (one line cuts them)
       local figs='Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy'
-      figs+='|Warp Cycles Per Issued Instruction|Executed Instructions|dram__bytes_[a-z]+.sum'
-      figs+="|${lts}_[a-z_]+.sum|${l1}_[a-z]+.sum"
+      figs+='|Warp Cycles Per Issued Instruction|Executed Instructions'
+      local mfigs="dram__bytes_[a-z]+.sum|${lts}_[a-z_]+.sum|${l1}_[a-z]+.sum"
       # and, per SL of the sweep, ours (its short tier, or at SL 256 its chunk kernel) beside the
       # anchor's --sl launch of that SL (8 launches per SL before it)
       local specs=("F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1"
@@ -372,6 +373,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
           failed
         ncu -i "/tmp/ncu/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
         note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "$figs")"
+        note "" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "$mfigs")"
       done
       # BWD_KNOBS="bwd.grid=396 bwd.short_block=16,bwd.width=4 ...": F1's first short-tier
       # launch under each knob set (commas between a set's knobs; "-" is none), through
@@ -386,7 +388,7 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
           -o "/tmp/ncu/bwd_$name" -f "$TBECHECK" run --engines gpu --db /tmp/knobs.db \
           "$f1 ${knobs//,/ }" >"$LOGS/ncu_bwd_$name.log" 2>&1 || failed
         ncu -i "/tmp/ncu/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
-        note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "gpu__time_duration.sum|$occ|$figs")"
+        note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "gpu__time_duration.sum|$occ|$mfigs")"
       done ;;
     fwdprofile)
       # NAME, the bench's arguments, then ncu's kernel filter, on demangled names, where a bool
