@@ -78,14 +78,14 @@ SUMMARY="$OUT/summary.txt"
 rm -f "$OUT/failed"
 note() { printf '%-10s %s (%ss)\n' "$1" "$2" "$(($(date +%s) - T0))" >>"$SUMMARY"; }
 failed() { touch "$OUT/failed"; }
-# FILE (ncu --print-details all) NAMES (a regex of metric names): those metrics' lines, each
-# once, on one line for the table
 # the anchor ../shared/anchors/backward_probe.cu as /tmp/backward_probe, built once (source lines
 # kept for ncu), when a copy is carried in .probe/; fails without one
 anchor_probe() {
   [ -f .probe/backward_probe.cu ] && { [ -x /tmp/backward_probe ] ||
     nvcc -O3 -arch=sm_90 -std=c++17 -lineinfo -o /tmp/backward_probe .probe/backward_probe.cu; }
 }
+# FILE (ncu --print-details all) NAMES (a regex of metric names): those metrics' lines, each
+# once, on one line for the table
 ncu_figures() {
   grep -E "^ +($2) " "$1" | tr -s ' ' | sed 's/^ //' | awk '!seen[$0]++' | tr '\n' ';' | cut -c1-330
 }
