@@ -11,9 +11,10 @@
 # $PREBUILD_DIR, default .prebuilt (two calls in a row carry two sets: .prebuilt, .prebuilt-b).
 # The binaries read cases/ and the anchors at this checkout's absolute path, which the GPU host
 # shares. A device call carries 64 MiB in all and every binary links every kernel (19-24 MB
-# each), so three fit beside the tree as they are; past 56 MiB they go into DEST/bin.tar.xz
-# (machine code packs to about four fifths: three binaries fit with room to spare, four do not),
-# which gpu_host.sh unpacks there. Then, on the device:
+# each), so they go into DEST/bin.tar.xz, which gpu_host.sh unpacks there: xz on one thread with
+# a dictionary wider than all of them, since the binaries' machine code is mostly the same bytes
+# and xz finds a repeat only within its dictionary (one binary packs to about four fifths, each
+# one after it to a small part of that). Then, on the device:
 #   carry [".prebuilt"]; PREBUILT=.prebuilt bash bench/gpu_host.sh race bench ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,13 +37,13 @@ for spec in "$@"; do
   [ -n "$exe" ] || { echo "prebuild.sh: no executable $target in $tree" >&2; exit 2; }
   strip -o "$dest/${fault:+${fault}_}$target" "$exe"
 done
+raw=$(du -cb "$dest"/* | tail -1 | cut -f1)
+dict=$(((raw / 1048576 + 64) / 64 * 64))
+[ "$dict" -le 1536 ] || dict=1536 # xz's widest
+tar -cf - -C "$dest" . | xz -T1 --lzma2=preset=6,dict=${dict}MiB >build/bin.tar.xz
+rm -f "$dest"/*
+mv build/bin.tar.xz "$dest"/
 total=$(du -cb "$dest"/* | tail -1 | cut -f1)
-if [ "$total" -gt $((56 * 1048576)) ]; then
-  tar -cf - -C "$dest" . | xz -T0 -6 >build/bin.tar.xz
-  rm -f "$dest"/*
-  mv build/bin.tar.xz "$dest"/
-  total=$(du -cb "$dest"/* | tail -1 | cut -f1)
-fi
 ls -l "$dest"
 echo "prebuild.sh: $((total / 1048576)) MiB in $dest (a device call carries 64 MiB in all)"
 [ "$total" -le $((64 * 1048576)) ] || { echo "prebuild.sh: too much to carry: remove some" >&2; exit 1; }
