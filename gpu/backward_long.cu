@@ -4,6 +4,11 @@
  * counts the run's last chunk down (fused: partial, __threadfence, atomic countdown). Twin of
  * ref/backward_long.c (ref_bwd_long_grad); not short runs (backward_short.cu).
  *
+ * A run of one chunk (threshold <= SL <= chunk) has its optimizer step applied by its chunk
+ * program, from the chunk's sum, with no partial, countdown or apply: both combines start from
+ * the first partial, so one partial is the run's gradient in either (atomic: widened exactly,
+ * added to +0 and rounded back, the same float).
+ *
  * Accumulation order: each chunk from +0 in sorted order (bwd_sum). Deterministic combine: one
  * partial slot per chunk, added in ascending chunk order starting from the first partial, by one
  * group, or (a run of more than APPLY_WIDE chunks, in both modes) by a block in a third kernel, a
@@ -85,6 +90,13 @@ __device__ __forceinline__ unsigned delay_ns(const dev_bwd &w, int64_t q)
   return (unsigned)(order_mix((uint64_t)q, key, 0) >> 32) % w.delay;
 }
 
+/* Whether long run L's one chunk program applies its step itself (its sum is the run's
+ * gradient): then it has no partial, no countdown and no accumulator row. */
+__device__ __forceinline__ bool apply_here(const bwd_long &L)
+{
+  return L.chunks == 1;
+}
+
 /* Chunk programs of each long run, its countdown and (atomic) its zeroed accumulator row. */
 __global__ void expand_kernel(dev_bwd w)
 {
@@ -93,7 +105,7 @@ __global__ void expand_kernel(dev_bwd w)
     const bwd_long L = w.longs[i];
     for (int32_t c = threadIdx.x; c < L.chunks; c += blockDim.x)
       w.chunks[L.chunk0 + c] = {(int32_t)i, c};
-    if (w.atomic)
+    if (w.atomic && !apply_here(L))
       for (int32_t d = threadIdx.x; d < w.max_D; d += blockDim.x)
         w.acc[i * w.max_D + d] = 0.0;
     if (threadIdx.x == 0)
@@ -191,18 +203,12 @@ __device__ __forceinline__ float *apply_row_load(const dev_bwd &w, const bwd_run
   return m;
 }
 
-/* Long run i's row gradient from its partials (through combine_ring where RING > 0), then its
- * optimizer step (one group; the lanes in mask call it together; a group that is not live stores
- * nothing and adds no partial). */
+/* g = long run i's row gradient (L its descriptor) from its partials, through combine_ring where
+ * RING > 0 (one group; a group that is not live adds no partial). */
 template <int W, int CPL, int VEC, int RING>
-__device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, bool live)
+__device__ __forceinline__ void run_grad(const dev_bwd &w, int64_t i, const bwd_long &L, int32_t D,
+                                         int lane, bool live, float (&g)[CPL][VEC])
 {
-  const bwd_long L = w.longs[i];
-  const bwd_run &r = L.r;
-  const int32_t D = w.b.D[r.table];
-  dev_row<W, CPL, VEC, true> wr;
-  float *const m = apply_row_load(w, r, D, lane, wr);
-  float g[CPL][VEC];
   if (w.atomic) {
 #pragma unroll
     for (int c = 0; c < CPL; c++)
@@ -210,36 +216,49 @@ __device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, 
 #pragma unroll
         for (int v = 0; v < VEC; v++)
           g[c][v] = __double2float_rn(__ldcg(w.acc + i * w.max_D + VEC * (lane + W * c) + v));
+    return;
+  }
+  const int32_t end = live ? apply_end(L) : 1;
+  const float *p = w.part + (int64_t)L.chunk0 * w.max_D;
+#pragma unroll
+  for (int c = 0; c < CPL; c++)
+    if (VEC * (lane + W * c) < D)
+      part_load<VEC>(p + VEC * (lane + W * c), g[c]);
+  if constexpr (RING > 0) {
+    combine_ring<W, CPL, VEC, RING>(p, w.max_D, end, D, lane, g);
   } else {
-    const int32_t end = live ? apply_end(L) : 1;
-    const float *p = w.part + (int64_t)L.chunk0 * w.max_D;
-#pragma unroll
-    for (int c = 0; c < CPL; c++)
-      if (VEC * (lane + W * c) < D)
-        part_load<VEC>(p + VEC * (lane + W * c), g[c]);
-    if constexpr (RING > 0) {
-      combine_ring<W, CPL, VEC, RING>(p, w.max_D, end, D, lane, g);
-    } else {
-      /* chunk by chunk, every column chunk's loads together and four chunks unrolled, so the
-       * loads go out ahead of the adds, which stay in chunk order: one load waited for at a time
-       * would make a long run a chain of memory latencies */
+    /* chunk by chunk, every column chunk's loads together and four chunks unrolled, so the
+     * loads go out ahead of the adds, which stay in chunk order: one load waited for at a time
+     * would make a long run a chain of memory latencies */
 #pragma unroll 4
-      for (int32_t k = 1; k < end; k++) {
-        p += w.max_D;
+    for (int32_t k = 1; k < end; k++) {
+      p += w.max_D;
 #pragma unroll
-        for (int c = 0; c < CPL; c++) {
-          if (VEC * (lane + W * c) >= D)
-            continue;
-          float q[VEC];
-          part_load<VEC>(p + VEC * (lane + W * c), q);
+      for (int c = 0; c < CPL; c++) {
+        if (VEC * (lane + W * c) >= D)
+          continue;
+        float q[VEC];
+        part_load<VEC>(p + VEC * (lane + W * c), q);
 #pragma unroll
-          for (int v = 0; v < VEC; v++)
-            g[c][v] = __fadd_rn(g[c][v], q[v]);
-        }
+        for (int v = 0; v < VEC; v++)
+          g[c][v] = __fadd_rn(g[c][v], q[v]);
       }
     }
   }
-  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, r.key, lane, mask, live);
+}
+
+/* Long run i's row gradient (run_grad), then its optimizer step (one group; the lanes in mask
+ * call it together; a group that is not live stores nothing). */
+template <int W, int CPL, int VEC, int RING>
+__device__ void apply_run(const dev_bwd &w, int64_t i, int lane, unsigned mask, bool live)
+{
+  const bwd_long L = w.longs[i];
+  const int32_t D = w.b.D[L.r.table];
+  dev_row<W, CPL, VEC, true> wr;
+  float *const m = apply_row_load(w, L.r, D, lane, wr);
+  float g[CPL][VEC];
+  run_grad<W, CPL, VEC, RING>(w, i, L, D, lane, live, g);
+  dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, g, wr, m, L.r.key, lane, mask, live);
 }
 
 /* Whether long run L is left to apply_wide_kernel: deterministic, more than APPLY_WIDE chunks. */
@@ -351,9 +370,19 @@ __device__ __forceinline__ void bulk_issue(double *row, const double *stage, bul
                : "memory");
 }
 
+/* policy: the chunk kernel's blocks per SM under the register cap: rows of 128 columns by
+ * vector loads keep 5, with 96 registers, each U rows' loads in flight at once; left to ptxas
+ * (1: no cap), that kernel took 80 registers and issued those loads one at a time into one
+ * register quad, and the long tier ran 27-34% slower (bench/RESULTS.md). */
+constexpr int chunk_min_blocks(int cols, int vec)
+{
+  return vec == 4 && cols == 128 ? 5 : 1;
+}
+
 /* STEAL (bwd.steal): the slots come from bwd_steal, LONG_BATCH at a time, not the grid stride. */
 template <int W, int CPL, int VEC, int U, bool PLAIN, bool STEAL>
-__global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
+__global__ void __launch_bounds__(BLOCK, chunk_min_blocks(W * CPL * VEC, VEC))
+    chunk_kernel(dev_bwd w, int fused)
 {
   const int lane = threadIdx.x % W;
   const unsigned full = 0xffffffffu, mask = bwd_group_mask<W>();
@@ -373,8 +402,11 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     const bool live = slot < n;
     const int64_t q = live ? chunk_at(w, slot, n) : 0;
     const bwd_chunk ch = w.chunks[q];
-    const bwd_run r = w.longs[ch.lrun].r;
+    const bwd_long L = w.longs[ch.lrun];
+    const bwd_run &r = L.r;
     const int32_t D = w.b.D[r.table];
+    /* here: the run is this program's alone (apply_here); keep: it leaves a partial */
+    const bool here = live && apply_here(L), keep = live && !here;
     /* positions, below N < 2^31 (chunk * w.chunk is within the run; w.chunk may be INT32_MAX) */
     const int32_t s = r.start + ch.chunk * w.chunk;
     const int32_t e = live ? s + min(r.start + r.len - s, w.chunk) : s;
@@ -383,7 +415,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     bwd_sum<W, CPL, VEC, U, PLAIN>(w, s, e, span, D, bwd_pos(w, s, e, lane), acc, lane, full);
 #if defined(TBE_FAULT_COUNTDOWN_FIRST) /* planted: the countdown before the partial is written */
     int early = 0;
-    if (fused && live && lane == 0)
+    if (fused && keep && lane == 0)
       early = atomicSub(w.countdown + ch.lrun, 1) == 1;
     early = __shfl_sync(full, early, 0, W);
 #endif
@@ -399,7 +431,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
 #pragma unroll
     for (int c = 0; c < CPL; c++) {
       const int d0 = VEC * (lane + W * c);
-      if (d0 >= D || !live)
+      if (d0 >= D || !keep)
         continue;
       if (!w.atomic) {
         float *p = w.part + q * w.max_D + d0;
@@ -410,7 +442,7 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
         continue;
       }
 #if defined(TBE_FAULT_DROP_LAST_CHUNK) /* planted: the atomic combine leaves it out too */
-      if (ch.chunk == w.longs[ch.lrun].chunks - 1)
+      if (ch.chunk == L.chunks - 1)
         continue;
 #endif
 #pragma unroll
@@ -423,30 +455,40 @@ __global__ void __launch_bounds__(BLOCK) chunk_kernel(dev_bwd w, int fused)
     if (w.bulk) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       __syncwarp(full);
-      if (lane == 0 && live && sp.m > 0)
+      if (lane == 0 && keep && sp.m > 0)
         bulk_issue(row, stage, sp);
     }
-    if (!fused)
-      continue;
+    int last = 0;
+    if (fused) {
 #if !defined(TBE_FAULT_BULK_NO_WAIT) /* planted: counted down while the reduce may be in flight */
-    if (w.bulk && lane == 0)
-      bulk_wait_done();
+      if (w.bulk && lane == 0)
+        bulk_wait_done();
 #endif
 #if !defined(TBE_FAULT_FUSED_NO_FENCE) /* planted: the partial may not be visible to the last */
-    __threadfence();
+      if (keep)
+        __threadfence();
 #endif
-    __syncwarp(full);
-    int last = 0;
+      __syncwarp(full);
 #if defined(TBE_FAULT_COUNTDOWN_FIRST)
-    last = early;
+      last = early;
 #else
-    if (lane == 0 && live)
-      last = atomicSub(w.countdown + ch.lrun, 1) == 1;
+      if (lane == 0 && keep)
+        last = atomicSub(w.countdown + ch.lrun, 1) == 1;
 #endif
-    last = __shfl_sync(full, last, 0, W);
-    if (last && !apply_wide(w, w.longs[ch.lrun])) { /* this group alone: its own mask */
-      __threadfence();
-      apply_run<W, CPL, VEC, 0>(w, ch.lrun, lane, mask, true);
+      last = __shfl_sync(full, last, 0, W);
+    }
+    /* the step of a run this group finishes, after the warp's collectives (its own mask): a run
+     * of this program alone from its sum, or (fused) the run it counted down last from its
+     * partials, each visible after the fence; one call site, so one copy of the step */
+    if (here || (last && !apply_wide(w, L))) {
+      dev_row<W, CPL, VEC, true> wr;
+      float *const m = apply_row_load(w, r, D, lane, wr);
+      if (!here) {
+        __threadfence();
+        run_grad<W, CPL, VEC, 0>(w, ch.lrun, L, D, lane, true, acc);
+      }
+      dev_update_row<W, CPL, VEC>(w.opt, w.weights, w.b.wdtype, D, acc, wr, m, r.key, lane, mask,
+                                  true);
     }
   }
   if (w.bulk && lane == 0)
@@ -470,8 +512,11 @@ __global__ void __launch_bounds__(BLOCK) apply_kernel(dev_bwd w)
   }
   for (; i - lag < n; i = STEAL ? st.take(ctr, n, (int)lag) : i + groups) {
     const int64_t j = i < n ? i : 0;
-    apply_run<W, CPL, VEC, apply_ring(CPL * VEC)>(w, j, lane, 0xffffffffu,
-                                                  i < n && !apply_wide(w, w.longs[j]));
+    const bwd_long &L = w.longs[j];
+    const bool live = i < n && !apply_wide(w, L) && !apply_here(L);
+    if (__all_sync(0xffffffffu, !live)) /* no group of the warp has a run to apply */
+      continue;
+    apply_run<W, CPL, VEC, apply_ring(CPL * VEC)>(w, j, lane, 0xffffffffu, live);
   }
 }
 
@@ -495,9 +540,11 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
     typedef bwd_shape<VEC, decltype(kk)::value> S;
     const int per = BLOCK / S::W;
     const int64_t cwant = (w.chunk_cap + per - 1) / per, awant = (w.long_cap + per - 1) / per;
+    /* policy: the chunk kernel's grid-stride loop on SMs x 16 blocks, not on the resident grid
+     * as the short tier's: measured slower there on every long-run shape of the SL sweep
+     * (bench/RESULTS.md) */
     const unsigned cblocks = w.grid > 0 ? (unsigned)w.grid
                                         : (unsigned)std::min<int64_t>(cwant, cap);
-    /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     const dim3 grid(std::max(cblocks, 1u));
     constexpr bool P = VEC == 4; /* PLAIN with vector loads only, as in the short tier */
     /* bwd.bulk: the chunk kernel's staging rows, one per group, in dynamic shared memory */
@@ -513,6 +560,7 @@ tbe_status gpu_bwd_long(const dev_bwd &w, int fused, cudaStream_t stream)
       f<<<blocks, BLOCK, bytes, stream>>>(args...);
       return tbe_ok();
     };
+    /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     auto go = [&](auto u) {
       constexpr int U = decltype(u)::value;
       if (w.steal && plain)
