@@ -427,6 +427,7 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.clip = cfg->clip;
   w.threshold = (int32_t)std::min<int64_t>(cfg->threshold, INT32_MAX);
   w.chunk = (int32_t)std::min<int64_t>(cfg->chunk, INT32_MAX);
+  w.short_below = bwd_short_below(w.threshold, w.chunk);
   w.atomic = cfg->combine == REF_COMBINE_ATOMIC;
   const ref_opt_config &o = cfg->opt;
   w.opt = {o.kind, o.wd, o.lr, o.eps, o.lambda, o.sr, (uint32_t)o.seed, (uint32_t)(o.seed >> 32),
@@ -519,7 +520,7 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   }
   STATUS_TRY(bwd_alloc(g, (size_t)w.batch_base[BWD_BUCKETS], sizeof(bwd_batch), &p));
   w.batches = (bwd_batch *)p;
-  w.long_cap = std::min<int64_t>(N / w.threshold, g->rows);
+  w.long_cap = std::min<int64_t>(N / w.short_below, g->rows);
   w.chunk_cap = std::min<int64_t>(N, N / w.chunk + w.long_cap);
   STATUS_TRY(bwd_alloc(g, (size_t)w.long_cap, sizeof(bwd_long), &p));
   w.longs = (bwd_long *)p;

@@ -40,11 +40,25 @@ struct bwd_chunk {
  * us of work. */
 const int BWD_SHORT_BATCH = 8;
 /* policy (bwd.steal): and its runs start within one window of BWD_BATCH_ENTRIES sorted entries,
- * so it sums fewer than BWD_BATCH_ENTRIES + threshold gradient rows: twice the default
+ * so it sums fewer than BWD_BATCH_ENTRIES + short_below gradient rows: twice the default
  * threshold, so a stretch of the longest short runs (a Zipf table's hot rows, which sort
  * together) is cut into batches of two or three runs, while runs of a few entries fill their
  * batches up to the run cap. */
 const int32_t BWD_BATCH_ENTRIES = 512;
+
+/* policy: the runs the short tier takes (bwd_is_short): those below the threshold, and past it
+ * the runs of one chunk (threshold <= SL <= chunk) of at most BWD_ONE_CHUNK_SHORT entries. A run
+ * of one chunk is summed from +0 in sorted order, and both combines start from its one partial,
+ * so its gradient is the short tier's sum bit for bit; the short tier sums it faster than a chunk
+ * program (bench/RESULTS.md: 0.996 against 1.135 ms on the SL sweep's runs of 256, 1.107 against
+ * 1.523 on runs of 32 at threshold 32), and a run of at most the default threshold keeps the
+ * tier's balance as the defaults do. Returns the length runs below which are short. */
+const int32_t BWD_ONE_CHUNK_SHORT = 256;
+inline int32_t bwd_short_below(int32_t threshold, int32_t chunk)
+{
+  const int32_t one = (chunk < BWD_ONE_CHUNK_SHORT ? chunk : BWD_ONE_CHUNK_SHORT) + 1;
+  return threshold > one ? threshold : one;
+}
 
 /* bwd.steal: a batch of short runs, items [lo, hi) of its tier's list (bwd_steal_range). */
 struct alignas(8) bwd_batch {
@@ -116,6 +130,7 @@ struct dev_bwd {
   double *acc;                 /* atomic: [long_cap][max_D] fp64 sums of a run's partials */
   int64_t long_cap, chunk_cap;
   int32_t threshold, chunk, max_D;
+  int32_t short_below;         /* runs shorter take the short tier (bwd_short_below) */
   int atomic, bucket;
   int vec;                     /* 4: every D is a multiple of 4 (vector loads), else 1 */
   int short_width, long_width; /* entries in flight per group: 2 or 4 (capped by the shape's
@@ -159,13 +174,13 @@ __device__ __forceinline__ uint64_t bwd_key(const dev_bwd &w, int64_t r)
 }
 
 /* Whether a run of len entries goes through the short tier (the classification and the direct
- * short tier ask the same question). */
+ * short tier ask the same question): below the threshold, or one chunk (bwd_short_below). */
 __device__ __forceinline__ bool bwd_is_short(const dev_bwd &w, int32_t len)
 {
-#if defined(TBE_FAULT_THRESHOLD_GT) /* planted: SL == threshold counted short */
-  return len <= w.threshold;
+#if defined(TBE_FAULT_THRESHOLD_GT) /* planted: a run of the limit's length counted short */
+  return len <= w.short_below;
 #else
-  return len < w.threshold;
+  return len < w.short_below;
 #endif
 }
 
@@ -481,7 +496,7 @@ template <int K, int G> struct bwd_steal {
  * runs of other lists and long runs leave gaps, which only cut more batches). A batch runs from
  * an item that opens one to the next, or to its segment's end. So its runs, at most R, start
  * within one window of BWD_BATCH_ENTRIES positions and are disjoint stretches of the sorted
- * entries: together fewer than BWD_BATCH_ENTRIES + threshold entries. Each tile takes its
+ * entries: together fewer than BWD_BATCH_ENTRIES + short_below entries. Each tile takes its
  * segment's batch numbers with one atomicAdd on the bucket's count of batches (bwd_counts), so
  * the numbers of a list are [0, NB), NB that count, each written (lo by the item that opens it,
  * hi by the next or by the segment's last item) before the tier's launch; the batches of a

@@ -1,13 +1,14 @@
-/* backward_long.cu: the long-run path of the GPU backward (SL >= threshold): chunk programs of
- * `chunk` entries each sum their part of a run; the partials are combined and the optimizer
- * applied either by a second kernel (accum) or, in the same launch, by the chunk program that
- * counts the run's last chunk down (fused: partial, __threadfence, atomic countdown). Twin of
- * ref/backward_long.c (ref_bwd_long_grad); not short runs (backward_short.cu).
+/* backward_long.cu: the long-run path of the GPU backward (SL >= threshold, but the runs of one
+ * chunk that the short tier takes, bwd_short_below): chunk programs of `chunk` entries each sum
+ * their part of a run; the partials are combined and the optimizer applied either by a second
+ * kernel (accum) or, in the same launch, by the chunk program that counts the run's last chunk
+ * down (fused: partial, __threadfence, atomic countdown). Twin of ref/backward_long.c
+ * (ref_bwd_long_grad); not short runs (backward_short.cu).
  *
- * A run of one chunk (threshold <= SL <= chunk) has its optimizer step applied by its chunk
- * program, from the chunk's sum, with no partial, countdown or apply: both combines start from
- * the first partial, so one partial is the run's gradient in either (atomic: widened exactly,
- * added to +0 and rounded back, the same float).
+ * A long run of one chunk (threshold <= SL <= chunk, longer than the short tier's one-chunk runs)
+ * has its optimizer step applied by its chunk program, from the chunk's sum, with no partial,
+ * countdown or apply: both combines start from the first partial, so one partial is the run's
+ * gradient in either (atomic: widened exactly, added to +0 and rounded back, the same float).
  *
  * Accumulation order: each chunk from +0 in sorted order (bwd_sum). Deterministic combine: one
  * partial slot per chunk, added in ascending chunk order starting from the first partial, by one

@@ -1,7 +1,8 @@
 /* backward_short.cu: the short-run path of the GPU backward: one group of lanes owns one run
- * (SL < threshold) from start to end: it sums the run's gradient rows, applies the optimizer and
- * stores the row with plain stores, no atomics. Twin of ref/backward_short.c (the one-sequence
- * sum, ref_bwd_short_grad); not long runs (backward_long.cu).
+ * (bwd_is_short: SL < threshold, or one chunk of at most 256 entries) from start to end: it sums
+ * the run's gradient rows, applies the optimizer and stores the row with plain stores, no
+ * atomics. Twin of ref/backward_short.c (the one-sequence sum, ref_bwd_short_grad); not long runs
+ * (backward_long.cu).
  *
  * Accumulation order: the run's entries one at a time in sorted order from +0 (bwd_sum), then
  * the optimizer (optimizer.cuh). Each run is owned by one group, so the bits do not depend on
