@@ -43,7 +43,7 @@
 #   profile   ncu on the backward's short tier, one launch each (clocks left alone): F1's
 #             default schedule, then the anchor probe's short_runs on F1 when a copy is
 #             carried in .probe/; then SL<n>_ours and SL<n>_anchor, each SL of the sweep
-#             (shuffled; at SL 256 our chunk kernel); DRAM bytes read and written and L2 sectors
+#             (shuffled); DRAM bytes read and written and L2 sectors
 #             by operation beside the sections (BWD_PROFILES="F1_short SL4_ours": only those;
 #             default: F1's two);
 #             then, for each knob set of BWD_KNOBS (e.g. "- bwd.grid=396 bwd.short_block=16"),
@@ -352,13 +352,13 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       local figs='Duration|DRAM Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy'
       figs+='|Warp Cycles Per Issued Instruction|Executed Instructions'
       local mfigs="dram__bytes_[a-z]+.sum|${lts}_[a-z_]+.sum|${l1}_[a-z]+.sum"
-      # and, per SL of the sweep, ours (its short tier, or at SL 256 its chunk kernel) beside the
-      # anchor's --sl launch of that SL (8 launches per SL before it)
+      # and, per SL of the sweep, ours (its short tier: at SL 256 too, every run one chunk)
+      # beside the anchor's --sl launch of that SL (8 launches per SL before it)
       local specs=("F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1"
         "F1_anchor|$probe|-k regex:short_runs -c 1") sl j=0
       for sl in 1 2 4 8 16 32 64 128 256; do
-        specs+=("SL${sl}_ours|$BWD_BENCH --only SL$sl|-k regex:$([ $sl -ge 256 ] &&
-          echo chunk || echo short)_kernel -c 1" "SL${sl}_anchor|$probe --sl|-k regex:short_runs -s $((8 * j)) -c 1")
+        specs+=("SL${sl}_ours|$BWD_BENCH --only SL$sl|-k regex:short_kernel -c 1"
+          "SL${sl}_anchor|$probe --sl|-k regex:short_runs -s $((8 * j)) -c 1")
         j=$((j + 1))
       done
       for spec in "${specs[@]}"; do
