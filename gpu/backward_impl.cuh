@@ -50,9 +50,9 @@ const int32_t BWD_BATCH_ENTRIES = 512;
  * the runs of one chunk (threshold <= SL <= chunk) of at most BWD_ONE_CHUNK_SHORT entries. A run
  * of one chunk is summed from +0 in sorted order, and both combines start from its one partial,
  * so its gradient is the short tier's sum bit for bit; the short tier sums it faster than a chunk
- * program (bench/RESULTS.md: 0.996 against 1.135 ms on the SL sweep's runs of 256, 1.107 against
- * 1.523 on runs of 32 at threshold 32), and a run of at most the default threshold keeps the
- * tier's balance as the defaults do. Returns the length runs below which are short. */
+ * program, measured at every SL of the sweep up to 256 (bench/RESULTS.md), and a run of at most
+ * the default threshold keeps the tier's balance as the defaults do. Returns the length runs
+ * below which are short. */
 const int32_t BWD_ONE_CHUNK_SHORT = 256;
 inline int32_t bwd_short_below(int32_t threshold, int32_t chunk)
 {
