@@ -104,9 +104,9 @@ FAULTS = {
                          "(gpu/backward_long.cu)",
         tests=["gpu_backward"], expect=["gpu_backward", "cases", "fuzz"]),
     "threshold_gt": dict(
-        gpu=True, breaks="a run as long as the short tier's limit goes short: the limit is the "
-                         "threshold, or past it one more than the runs of one chunk the short "
-                         "tier takes (gpu/backward_impl.cuh, bwd_is_short)",
+        gpu=True, breaks="a run as long as the short tier's limit goes short (bwd_is_short, "
+                         "gpu/backward_impl.cuh): the limit is the threshold, or one past the "
+                         "runs of one chunk of at most 256 entries, which the tier also takes",
         tests=["gpu_backward", "cli_gpu"], expect=["gpu_backward", "cli_gpu", "cases", "fuzz"]),
     "sr_swap": dict(
         gpu=True, breaks="the stochastic rounding counter takes (row, column) swapped "
