@@ -48,11 +48,14 @@ static tbe_status db_fail(const char *path, sqlite3 *h, int rc, const char *what
 }
 
 /* db_fail for an error while judging a file: what SQLite cannot run on it (a missing table or
- * column, a damaged constraint) says the file is not a database of ours: bad input, not a bug. */
+ * column, a damaged constraint) says the file is not a database of ours: bad input, not a bug.
+ * So does "out of memory" there: SQLite answers a damaged page that claims more than it can
+ * allocate with SQLITE_NOMEM (fuzz/crashes/db/schema_read_out_of_memory, 16 KB), and judging a
+ * file allocates little else. */
 static tbe_status db_fail_file(const char *path, sqlite3 *h, int rc, const char *what)
 {
   tbe_status s = db_fail(path, h, rc, what);
-  if (s.code == TBE_EINTERNAL)
+  if (s.code == TBE_EINTERNAL || s.code == TBE_ENOMEM)
     s.code = TBE_EINVAL;
   return s;
 }
