@@ -384,19 +384,20 @@ static const int sls[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 100000};
 
 static void run_sweep(int one)
 {
-  /* SHUFFLED: the column set beside the anchor's --sl (its data), whose parts are printed */
+  /* SHUFFLED: the column set beside the anchor's --sl (its data), whose parts are printed;
+   * chunk 1024 makes SL 1024 a long run of one chunk (its chunk program's own step) */
   enum { NCOL = 5, SHUFFLED = 2 };
   static const struct {
-    int threshold, shuffled, width;
+    int threshold, chunk, shuffled, width;
     const char *name;
-  } cols[NCOL] = {{32, 0, 0, "thr32"},
-                  {256, 0, 0, "thr256"},
-                  {256, 1, 0, "shuffled-thr256"},
-                  {512, 1, 0, "shuffled-thr512"},
-                  {256, 1, 4, "shuffled-width4"}};
+  } cols[NCOL] = {{32, 256, 0, 0, "thr32"},
+                  {256, 256, 0, 0, "thr256"},
+                  {256, 256, 1, 0, "shuffled-thr256"},
+                  {256, 1024, 1, 0, "shuffled-chunk1024"},
+                  {256, 256, 1, 4, "shuffled-width4"}};
   printf("SL sweep: T=1 B=262144 L=32 D=128 fp16, N = 8.4M lookups, every run of length SL\n");
   printf("  %8s %14s %14s %16s %16s %16s\n", "SL", "thr=32 ms", "thr=256 ms", "shuffled ms",
-         "shuf. thr512 ms", "shuf. width4 ms");
+         "shuf. chk1024 ms", "shuf. width4 ms");
   for (size_t k = 0; k < sizeof sls / sizeof sls[0]; k++) {
     if (one > 0 && sls[k] != one)
       continue;
@@ -432,6 +433,7 @@ static void run_sweep(int one)
       }
       ref_bwd_config cfg = *bwd.cfg;
       cfg.threshold = cols[t].threshold;
+      cfg.chunk = cols[t].chunk;
       gpu_bwd_config g = {.long_mode = GPU_LONG_FUSED,
                           .short_width = cols[t].width,
                           .long_width = cols[t].width};
