@@ -20,8 +20,66 @@
 
 namespace {
 
-/* One warp per bag: keys, the sort's values (bags or positions) and, when weighted, the bag of
- * each position. */
+/* Position p's entry: its key (the sentinel for a -1 index or a table bwd.small_tc takes),
+ * its sorted value (bag or position, val_bag) and, when weighted, its bag. */
+template <typename K>
+__device__ __forceinline__ void keys_put(const dev_bwd &w, K *keys, int32_t *pos, int64_t p,
+                                         int64_t bag, int64_t base, bool small)
+{
+  const int64_t idx = ld_index(w.b.indices, w.b.itype, p);
+  keys[p] = (K)(idx == -1 || small ? w.sentinel : base + idx);
+  pos[p] = (int32_t)(w.val_bag ? bag : p);
+  if (w.bag_of_pos)
+    w.bag_of_pos[p] = (int32_t)bag;
+}
+
+/* Position p with no bag (before the first, or every one of a call a FATAL check stopped). */
+template <typename K>
+__device__ __forceinline__ void keys_none(const dev_bwd &w, K *keys, int32_t *pos, int64_t p)
+{
+  keys[p] = (K)w.sentinel;
+  pos[p] = (int32_t)p;
+  if (w.bag_of_pos)
+    w.bag_of_pos[p] = -1;
+}
+
+/* A tile of 32 consecutive bags, lane j's bag i0 + j: its first position (past the tile's
+ * bags, beyond every position), its table's first key and whether bwd.small_tc takes it. */
+struct keys_tile {
+  int32_t first;
+  int64_t base;
+  bool small;
+};
+
+__device__ __forceinline__ keys_tile keys_tile_load(const dev_bwd &w, int64_t i0, int lane)
+{
+  const dev_batch &b = w.b;
+  const int64_t i = i0 + lane;
+  if (i >= b.total_B)
+    return {INT32_MAX, 0, false};
+  const int32_t t = bag_feature(b.B_offsets, b.T, i);
+  const int32_t j = b.ftm[t];
+  return {(int32_t)ld_index(b.offsets, b.itype, i), w.rows_cumsum[j], w.tc_ok && w.tc_ok[j]};
+}
+
+/* The lane of the tile whose bag holds position p: the last whose first position is at most
+ * p (an empty bag's first equals the next bag's, so the search passes over it). A binary
+ * search over the lanes by shuffles; every lane of the warp calls it. */
+__device__ __forceinline__ int keys_tile_lane(const keys_tile &tile, int64_t p)
+{
+  int j = 0;
+#pragma unroll
+  for (int step = 16; step >= 1; step /= 2)
+    if (__shfl_sync(0xffffffffu, tile.first, j + step) <= p)
+      j += step;
+  return j;
+}
+
+/* Keys, the sort's values (bags or positions) and, when weighted, the bag of each position.
+ * A warp takes 32 bags at a time and their positions 32 at a time, each lane finding its
+ * position's bag among the tile's by keys_tile_lane: every lane busy whatever the bags'
+ * lengths, and a bag's table looked up once per tile, not once per position. Positions are
+ * below 2^31 (int32). */
 template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *state, K *keys, int32_t *pos)
 {
   const dev_batch &b = w.b;
@@ -30,32 +88,25 @@ template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *s
   const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
   const bool stop = state && (state->first_bad_bag != ~0ull || state->first_bad_index != ~0ull);
   if (stop) {
-    for (int64_t p = warp * 32 + lane; p < b.N; p += warps * 32) {
-      keys[p] = (K)w.sentinel;
-      pos[p] = (int32_t)p;
-      if (w.bag_of_pos)
-        w.bag_of_pos[p] = -1;
-    }
+    for (int64_t p = warp * 32 + lane; p < b.N; p += warps * 32)
+      keys_none(w, keys, pos, p);
     return;
   }
   if (warp == 0) /* positions before the first bag */
-    for (int64_t p = lane; p < ld_index(b.offsets, b.itype, 0); p += 32) {
-      keys[p] = (K)w.sentinel;
-      pos[p] = (int32_t)p;
-      if (w.bag_of_pos)
-        w.bag_of_pos[p] = -1;
-    }
-  for (int64_t i = warp; i < b.total_B; i += warps) {
-    const int32_t t = bag_feature(b.B_offsets, b.T, i);
-    const int64_t base = w.rows_cumsum[b.ftm[t]];
-    const bool small = w.tc_ok && w.tc_ok[b.ftm[t]]; /* bwd.small_tc updates its rows */
-    const int64_t s = ld_index(b.offsets, b.itype, i), e = ld_index(b.offsets, b.itype, i + 1);
-    for (int64_t p = s + lane; p < e; p += 32) {
-      const int64_t idx = ld_index(b.indices, b.itype, p);
-      keys[p] = (K)(idx == -1 || small ? w.sentinel : base + idx);
-      pos[p] = (int32_t)(w.val_bag ? i : p);
-      if (w.bag_of_pos)
-        w.bag_of_pos[p] = (int32_t)i;
+    for (int64_t p = lane; p < ld_index(b.offsets, b.itype, 0); p += 32)
+      keys_none(w, keys, pos, p);
+  for (int64_t i0 = warp * 32; i0 < b.total_B; i0 += warps * 32) {
+    const keys_tile tile = keys_tile_load(w, i0, lane);
+    const int64_t last = min(i0 + 32, b.total_B);
+    const int32_t s = __shfl_sync(0xffffffffu, tile.first, 0);
+    const int32_t e = (int32_t)ld_index(b.offsets, b.itype, last);
+    for (int64_t p0 = s; p0 < e; p0 += 32) { /* int64: e may lie within 32 of 2^31 */
+      const int64_t p = p0 + lane;
+      const int j = keys_tile_lane(tile, p);
+      const int64_t base = __shfl_sync(0xffffffffu, tile.base, j);
+      const bool small = __shfl_sync(0xffffffffu, tile.small, j);
+      if (p < e)
+        keys_put(w, keys, pos, p, i0 + j, base, small);
     }
   }
 }
@@ -82,7 +133,8 @@ tbe_status gpu_transpose(dev_bwd &w, const gpu_transpose_bufs &t, const dev_boun
                          cudaStream_t stream)
 {
   const int64_t N = w.b.N;
-  const unsigned blocks = (unsigned)std::min<int64_t>((w.b.total_B + 3) / 4 + 1, gpu_bwd_max_blocks());
+  const unsigned blocks =
+      (unsigned)std::min<int64_t>((w.b.total_B + 127) / 128 + 1, gpu_bwd_max_blocks());
   keys_kernel<K><<<blocks, 128, 0, stream>>>(w, state, (K *)t.keys[0], t.pos[0]);
   GPU_TRY(cudaGetLastError());
   cub::DoubleBuffer<K> k((K *)t.keys[0], (K *)t.keys[1]);
