@@ -510,7 +510,7 @@ static tbe_status bwd_setup(gpu_bwd *g, const tbe_batch *h, const tbe_layout *l,
   w.batch_base[0] = 0;
   for (int k = 0; k < BWD_BUCKETS; k++) {
     bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
-      w.batch_runs[k] = BWD_SHORT_BATCH * (32 / bwd_shape<decltype(vec)::value,
+      w.batch_runs[k] = BWD_SHORT_BATCH * (32 / bwd_short_shape<decltype(vec)::value,
                                                           decltype(kk)::value>::W);
     });
     const int64_t items = direct && g->short_cap[k] ? N : g->short_cap[k];

@@ -285,6 +285,21 @@ template <int VEC, int K> struct bwd_shape {
   static constexpr int U = COLS <= 8 ? 4 : COLS <= 16 ? 2 : 1; /* entries in flight (policy) */
 };
 
+/* The short tier's group shape: bwd_shape's, but a row of 16 chunks (33..64 columns at VEC 4)
+ * takes 8 lanes of 2 chunks, four rows to a warp, not 16 lanes of one chunk. A short run is a
+ * few dependent trips to memory (its descriptor, its gradient rows, its weights), so a warp
+ * with more runs in flight hides more of them; measured faster (bench/RESULTS.md), while rows
+ * of 32 chunks lost at 8 lanes (4 chunks a lane keep fewer blocks resident) and stay at 16.
+ * Each lane still adds its columns in the run's order and dev_sum_squares holds the 32-lane
+ * scheme for every W, so the bits are bwd_shape's. Entries in flight: bwd_shape's U (its rule
+ * gives 4 to 4 and to 8 columns a lane alike). */
+template <int VEC, int K> struct bwd_short_shape {
+  typedef bwd_shape<VEC, K> S;
+  static constexpr int W = VEC == 4 && S::CH == 16 ? 8 : S::W;
+  static constexpr int CPL = S::CH / W;
+  static constexpr int U = S::U;
+};
+
 /* VEC consecutive values of G from element e (aligned to VEC when VEC = 4), with the scale
  * (PLAIN: bwd_plain holds, G as it is). */
 template <int VEC, bool PLAIN>

@@ -7,7 +7,7 @@
  * Accumulation order: the run's entries one at a time in sorted order from +0 (bwd_sum), then
  * the optimizer (optimizer.cuh). Each run is owned by one group, so the bits do not depend on
  * the order of the short list (the classification fills it with atomics).
- * Buckets: a launch per next_pow2(D) bucket, each with its group shape (bwd_shape); with
+ * Buckets: a launch per next_pow2(D) bucket, each with its group shape (bwd_short_shape); with
  * bucketing off every short run goes through the widest table's bucket. Direct (bwd.direct,
  * where every table has one width and the tables lie back to back): one launch walks the
  * encode's runs itself, passing over the long ones and the sentinel's, so the classification
@@ -38,10 +38,11 @@ __host__ __device__ constexpr bool short_ahead(int cols, int vec, bool lean)
 
 /* policy: the blocks per SM that the register cap keeps resident, each the most that ptxas
  * meets without a spill (ptxas -v; more resident warps hide more of a run's memory latency):
- * rows of 128 columns 6 lean, else 5; rows of 64 columns 8 lean, else 6. */
+ * rows of 128 columns 6 lean, else 5; rows of 64 columns (8 lanes of 8 columns,
+ * bwd_short_shape) 6 lean, else 5. */
 constexpr int short_min_blocks(int cols, int vec, bool lean)
 {
-  return vec != 4 ? 1 : cols == 128 ? (lean ? 6 : 5) : cols == 64 ? (lean ? 8 : 6) : 1;
+  return vec != 4 ? 1 : cols == 128 ? (lean ? 6 : 5) : cols == 64 ? (lean ? 6 : 5) : 1;
 }
 
 /* Run i of the tier's n: the list's descriptor, or (DIRECT) the encode's run i, empty where it
@@ -191,7 +192,7 @@ tbe_status gpu_bwd_short(const dev_bwd &w, int k, int64_t cap, cudaStream_t stre
   tbe_status st = tbe_ok();
   bwd_dispatch(w.vec, k, [&](auto vec, auto kk) {
     constexpr int VEC = decltype(vec)::value;
-    typedef bwd_shape<VEC, decltype(kk)::value> S;
+    typedef bwd_short_shape<VEC, decltype(kk)::value> S;
     const int64_t want = (cap + BLOCK / S::W - 1) / (BLOCK / S::W);
     /* policy: two rows in flight, measured faster than four (bench/RESULTS.md) */
     auto go = [&](auto u) {
