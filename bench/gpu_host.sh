@@ -42,7 +42,8 @@
 #             those); the reports in logs/fwd_*.ncu-rep, a line of figures each in the table
 #   profile   ncu on the backward's short tier, one launch each (clocks left alone): F1's
 #             default schedule, then the anchor probe's short_runs on F1 when a copy is
-#             carried in .probe/; then SL<n>_ours and SL<n>_anchor, each SL of the sweep
+#             carried in .probe/; F3's short tier (F3_short) and its metadata's kernels, keys
+#             to classification (F3_meta); then SL<n>_ours and SL<n>_anchor, each SL of the sweep
 #             (shuffled); DRAM bytes read and written and L2 sectors
 #             by operation beside the sections (BWD_PROFILES="F1_short SL4_ours": only those;
 #             default: F1's two);
@@ -355,7 +356,9 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
       # and, per SL of the sweep, ours (its short tier: at SL 256 too, every run one chunk)
       # beside the anchor's --sl launch of that SL (8 launches per SL before it)
       local specs=("F1_short|$BWD_BENCH --only F1|-k regex:short_kernel -c 1"
-        "F1_anchor|$probe|-k regex:short_runs -c 1") sl j=0
+        "F1_anchor|$probe|-k regex:short_runs -c 1"
+        "F3_short|$BWD_BENCH --only F3|-k regex:short_kernel -c 1"
+        "F3_meta|$BWD_BENCH --only F3|-k regex:keys_kernel|Device|classify_kernel -c 11") sl j=0
       for sl in 1 2 4 8 16 32 64 128 256; do
         specs+=("SL${sl}_ours|$BWD_BENCH --only SL$sl|-k regex:short_kernel -c 1"
           "SL${sl}_anchor|$probe --sl|-k regex:short_runs -s $((8 * j)) -c 1")
@@ -374,6 +377,10 @@ print(f'{c} cases, {n} small-path outputs, {e} elements, {x} equal to the model;
         ncu -i "/tmp/ncu/bwd_$name.ncu-rep" --print-details all >"$LOGS/ncu_bwd_$name.txt" 2>&1
         note "$name" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "$figs")"
         note "" "$(ncu_figures "$LOGS/ncu_bwd_$name.txt" "$mfigs")"
+        # several kernels: each one's duration, in launch order
+        [[ $name == *_meta ]] && note "" "$(awk '/\)x\(/ {k = $0; sub(/<unnamed>::/, "", k); sub(/^ *void /, "", k)
+          sub(/[<(].*/, "", k); sub(/.*::/, "", k)}
+          /^ +Duration / {printf "%s %s %s; ", k, $3, $2}' "$LOGS/ncu_bwd_$name.txt" | cut -c1-330)"
       done
       # BWD_KNOBS="bwd.grid=396 bwd.short_block=16,bwd.width=4 ...": F1's first short-tier
       # launch under each knob set (commas between a set's knobs; "-" is none), through
