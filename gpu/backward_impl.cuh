@@ -60,6 +60,22 @@ inline int32_t bwd_short_below(int32_t threshold, int32_t chunk)
   return threshold > one ? threshold : one;
 }
 
+/* The transpose's keys kernel (transpose.cu) takes 32 consecutive bags per warp, lane l holding
+ * bag l's first position (lanes past the last bag: INT32_MAX). The lane whose bag holds
+ * position p (p at or past lane 0's first, before the tile's end) is the last whose first
+ * position is at most p: an empty bag's first equals the next one's, so the search passes over
+ * it. first(l): lane l's first position (on the GPU a shuffle, which every lane calls); five
+ * halving steps, since lane 0 always qualifies. */
+template <typename F> __host__ __device__ inline int bwd_tile_lane(F first, int64_t p)
+{
+  int j = 0;
+#pragma unroll
+  for (int step = 16; step >= 1; step /= 2)
+    if (first(j + step) <= p)
+      j += step;
+  return j;
+}
+
 /* bwd.steal: a batch of short runs, items [lo, hi) of its tier's list (bwd_steal_range). */
 struct alignas(8) bwd_batch {
   int32_t lo, hi;

@@ -62,22 +62,9 @@ __device__ __forceinline__ keys_tile keys_tile_load(const dev_bwd &w, int64_t i0
   return {(int32_t)ld_index(b.offsets, b.itype, i), w.rows_cumsum[j], w.tc_ok && w.tc_ok[j]};
 }
 
-/* The lane of the tile whose bag holds position p: the last whose first position is at most
- * p (an empty bag's first equals the next bag's, so the search passes over it). A binary
- * search over the lanes by shuffles; every lane of the warp calls it. */
-__device__ __forceinline__ int keys_tile_lane(const keys_tile &tile, int64_t p)
-{
-  int j = 0;
-#pragma unroll
-  for (int step = 16; step >= 1; step /= 2)
-    if (__shfl_sync(0xffffffffu, tile.first, j + step) <= p)
-      j += step;
-  return j;
-}
-
 /* Keys, the sort's values (bags or positions) and, when weighted, the bag of each position.
  * A warp takes 32 bags at a time and their positions 32 at a time, each lane finding its
- * position's bag among the tile's by keys_tile_lane: every lane busy whatever the bags'
+ * position's bag among the tile's by bwd_tile_lane: every lane busy whatever the bags'
  * lengths, and a bag's table looked up once per tile, not once per position. Positions are
  * below 2^31 (int32). */
 template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *state, K *keys, int32_t *pos)
@@ -102,7 +89,8 @@ template <typename K> __global__ void keys_kernel(dev_bwd w, const dev_bounds *s
     const int32_t e = (int32_t)ld_index(b.offsets, b.itype, last);
     for (int64_t p0 = s; p0 < e; p0 += 32) { /* int64: e may lie within 32 of 2^31 */
       const int64_t p = p0 + lane;
-      const int j = keys_tile_lane(tile, p);
+      const int j =
+          bwd_tile_lane([&](int l) { return __shfl_sync(0xffffffffu, tile.first, l); }, p);
       const int64_t base = __shfl_sync(0xffffffffu, tile.base, j);
       const bool small = __shfl_sync(0xffffffffu, tile.small, j);
       if (p < e)
