@@ -1,6 +1,6 @@
-/* tile_lane_test.cu: the keys kernel's search of a position's bag among a warp's 32 (bwd_tile_lane),
- * run on the host with the lanes' first positions as an array: every position of random tiles
- * (empty bags, tiles of 1 to 32 bags, near 2^31) lands in its bag. Needs no GPU.
+/* tile_lane_test.cu: the keys kernel's search of a position's bag among its warp's 32
+ * (bwd_tile_lane), run on the host with the lanes' first positions as an array: every position
+ * of random tiles (empty bags, tiles of 1 to 32 bags, near 2^31) lands in its bag. No GPU.
  */
 #include <stdint.h>
 #include <stdio.h>

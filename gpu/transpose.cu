@@ -43,8 +43,9 @@ __device__ __forceinline__ void keys_none(const dev_bwd &w, K *keys, int32_t *po
     w.bag_of_pos[p] = -1;
 }
 
-/* A tile of 32 consecutive bags, lane j's bag i0 + j: its first position (past the tile's
- * bags, beyond every position), its table's first key and whether bwd.small_tc takes it. */
+/* A tile of 32 consecutive bags, lane j's bag i0 + j: its first position (a lane past the
+ * last bag: INT32_MAX, beyond every position), its table's first key and whether bwd.small_tc
+ * takes it. */
 struct keys_tile {
   int32_t first;
   int64_t base;
