@@ -38,11 +38,11 @@ __host__ __device__ constexpr bool short_ahead(int cols, int vec, bool lean)
 
 /* policy: the blocks per SM that the register cap keeps resident, each the most that ptxas
  * meets without a spill (ptxas -v; more resident warps hide more of a run's memory latency):
- * rows of 128 columns 6 lean, else 5; rows of 64 columns (8 lanes of 8 columns,
- * bwd_short_shape) 6 lean, else 5. */
+ * rows of 128 columns (16 lanes of 8 columns) and of 64 (8 lanes of 8, bwd_short_shape) 6
+ * lean, else 5. */
 constexpr int short_min_blocks(int cols, int vec, bool lean)
 {
-  return vec != 4 ? 1 : cols == 128 ? (lean ? 6 : 5) : cols == 64 ? (lean ? 6 : 5) : 1;
+  return vec == 4 && (cols == 128 || cols == 64) ? (lean ? 6 : 5) : 1;
 }
 
 /* Run i of the tier's n: the list's descriptor, or (DIRECT) the encode's run i, empty where it
